@@ -1,0 +1,160 @@
+"""Scaled dot-product attention, eq. (1) of "Attention Is All You Need".
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+
+Two implementations that agree numerically:
+
+- `scaled_dot_product_attention`: the explicit equation. It returns the attention weights
+  (for visualisation and head analysis) and computes logits and softmax in float32 whatever
+  the input dtype, so that `mixed_float16` cannot overflow.
+- `fused_attention`: `keras.ops.dot_product_attention`, which lets the backend pick a fused
+  kernel (cuDNN flash attention on GPUs where the shapes allow it). It returns no weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keras import ops
+
+# Logits of masked positions. A large finite value (not -inf) keeps a row that is masked
+# everywhere finite (it becomes uniform, as in `keras.layers.Softmax`), and it is applied in
+# float32, where it is representable.
+MASKED_LOGIT = -1e9
+
+
+def _check_shapes(query: Any, key: Any, value: Any) -> None:
+    if len(query.shape) != len(key.shape) or len(key.shape) != len(value.shape):
+        raise ValueError(
+            "query, key and value must have the same rank; got shapes "
+            f"{tuple(query.shape)}, {tuple(key.shape)} and {tuple(value.shape)}"
+        )
+    if query.shape[-1] is not None and key.shape[-1] is not None and (
+        query.shape[-1] != key.shape[-1]
+    ):
+        raise ValueError(
+            "query and key must have the same last dimension (d_k); got "
+            f"{query.shape[-1]} and {key.shape[-1]}"
+        )
+    if key.shape[-2] is not None and value.shape[-2] is not None and (
+        key.shape[-2] != value.shape[-2]
+    ):
+        raise ValueError(
+            "key and value must have the same length; got key length "
+            f"{key.shape[-2]} and value length {value.shape[-2]}"
+        )
+
+
+def scaled_dot_product_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any | None = None,
+    scale: float | None = None,
+) -> tuple[Any, Any]:
+    """Computes softmax(Q K^T / sqrt(d_k)) V and the attention weights.
+
+    Works on plain arrays of any leading shape, `(..., T, d_k)` for queries and
+    `(..., S, d_k)`, `(..., S, d_v)` for keys and values; a head axis is just one more
+    leading axis.
+
+    Args:
+        query: `(..., T, d_k)` queries.
+        key: `(..., S, d_k)` keys.
+        value: `(..., S, d_v)` values.
+        mask: optional boolean (or 0/1) array broadcastable to `(..., T, S)`; `True` where a
+            query may attend to a key. Masked weights are exactly zero unless a whole row is
+            masked, in which case that row is uniform.
+        scale: the factor applied to the logits; `1 / sqrt(d_k)` by default.
+
+    Returns:
+        `(context, weights)`: the context vectors `(..., T, d_v)` in the dtype of `value`,
+        and the float32 attention weights `(..., T, S)`, each row summing to one.
+
+    Example:
+    >>> import numpy as np
+    >>> x = np.array([[1., 2., 3.], [4., 5., 6.]])
+    >>> w = np.ones((3, 2)) / 10
+    >>> context, weights = scaled_dot_product_attention(x @ w, x @ w, x @ w)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 2), (2, 2))
+    """
+    query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
+    _check_shapes(query, key, value)
+    if scale is None:
+        scale = 1.0 / float(query.shape[-1]) ** 0.5
+    # Logits and softmax in float32 (DESIGN.md, numerics).
+    logits = ops.matmul(
+        ops.cast(query, "float32"), ops.swapaxes(ops.cast(key, "float32"), -1, -2)
+    ) * scale
+    if mask is not None:
+        mask = ops.convert_to_tensor(mask)
+        check_mask_broadcasts(mask, logits.shape)
+        logits = ops.where(ops.cast(mask, "bool"), logits, MASKED_LOGIT)
+    weights = ops.softmax(logits, axis=-1)
+    context = ops.matmul(ops.cast(weights, value.dtype), value)
+    return context, weights
+
+
+def fused_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any | None = None,
+    scale: float | None = None,
+    flash_attention: bool | None = None,
+) -> Any:
+    """Attention through `keras.ops.dot_product_attention` (no weights returned).
+
+    Args:
+        query: `(batch, T, heads, d_k)`.
+        key: `(batch, S, heads, d_k)`.
+        value: `(batch, S, heads, d_v)`.
+        mask: optional boolean mask broadcastable to `(batch, heads, T, S)`.
+        scale: logit scale, `1 / sqrt(d_k)` by default.
+        flash_attention: passed to Keras: `None` lets the backend decide.
+
+    Returns:
+        `(batch, T, heads, d_v)` context vectors.
+    """
+    if mask is not None:
+        mask = ops.cast(mask, "bool")
+    return ops.dot_product_attention(
+        query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
+    )
+
+
+def causal_mask(query_length: int, key_length: int | None = None, offset: Any = 0) -> Any:
+    """A boolean `(query_length, key_length)` mask, `True` where key index <= query index.
+
+    Args:
+        query_length: number of queries.
+        key_length: number of keys; `query_length` by default.
+        offset: the absolute position of the first query (an int or a scalar tensor), for
+            a query block that continues a longer sequence, as in cached decoding.
+
+    Returns:
+        The lower-triangular pattern of the seed notes' masked attention matrix, shifted
+        right by `offset`.
+    """
+    key_length = query_length if key_length is None else key_length
+    rows = ops.expand_dims(ops.arange(query_length, dtype="int32") + offset, -1)
+    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+    return ops.greater_equal(rows, cols)
+
+
+def check_mask_broadcasts(mask: Any, target_shape: tuple) -> None:
+    """Raises ValueError unless `mask` broadcasts to `target_shape` (static dims only)."""
+    mask_shape = tuple(mask.shape)
+    if len(mask_shape) > len(target_shape):
+        raise ValueError(
+            f"attention mask of shape {mask_shape} has more axes than the attention "
+            f"logits {tuple(target_shape)}"
+        )
+    for m, t in zip(reversed(mask_shape), reversed(tuple(target_shape))):
+        if m is not None and t is not None and m not in (1, t):
+            raise ValueError(
+                f"attention mask of shape {mask_shape} does not broadcast to the attention "
+                f"logits of shape {tuple(target_shape)}"
+            )
+

@@ -1,0 +1,79 @@
+"""The position-wise feed-forward network, eq. (3) of "Attention Is All You Need"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from layers.initializers import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class FeedForward(keras.layers.Layer):
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to every position alike.
+
+    Args:
+        intermediate_dim: width of the hidden layer (d_ff, 2048 in the paper).
+        activation: "relu" (the paper) or "gelu" (ViT, BERT), or any Keras activation.
+        dropout: dropout rate after the activation (ViT's MLP dropout; 0 in the paper).
+        kernel_initializer: initializer for both kernels.
+        bias_initializer: initializer for both biases.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)`.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, length, d_model)`.
+    """
+
+    def __init__(self, intermediate_dim: int, activation: str = "relu", dropout: float = 0.0,
+                 kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if int(intermediate_dim) < 1:
+            raise ValueError(f"intermediate_dim must be positive; got {intermediate_dim}")
+        self.intermediate_dim = int(intermediate_dim)
+        self.activation = keras.activations.get(activation)
+        self.dropout = float(dropout)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, inputs_shape: tuple) -> None:
+        self.intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim, activation=self.activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy, name="intermediate",
+        )
+        self.output_dense = keras.layers.Dense(
+            inputs_shape[-1],
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy, name="output",
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.intermediate_dense.build(inputs_shape)
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_dim,))
+
+    def call(self, inputs: Any, training: bool | None = None) -> Any:
+        hidden = self.dropout_layer(self.intermediate_dense(inputs), training=training)
+        return self.output_dense(hidden)
+
+    def compute_output_shape(self, inputs_shape: tuple) -> tuple:
+        return tuple(inputs_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({
+            "intermediate_dim": self.intermediate_dim,
+            "activation": keras.activations.serialize(self.activation),
+            "dropout": self.dropout,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        })
+        return config
+

@@ -1,0 +1,379 @@
+"""Multi-head attention, eq. (2) of "Attention Is All You Need", with a key/value cache.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+The projections hold all heads in one kernel each, with the same weight shapes as
+`keras.layers.MultiHeadAttention` (query kernel `(d_model, heads, key_dim)`, output kernel
+`(heads, value_dim, d_out)`), so weights copy across directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from layers.attention import (
+    causal_mask,
+    check_mask_broadcasts,
+    fused_attention,
+    scaled_dot_product_attention,
+)
+from layers.initializers import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention with masks, a key/value cache, fused kernels and head pruning.
+
+    Self-attention when `value` is omitted, cross-attention when `value` (and optionally
+    `key`) come from another sequence.
+
+    Masks: padding masks carried by Keras masking on `query`, `value` and `key` (for
+    instance from an `Embedding(mask_zero=True)`), an explicit `attention_mask` of shape
+    `(batch, T, S)`, and `use_causal_mask` are combined with a logical AND.
+
+    Cache (incremental decoding): a tensor of shape `(batch, 2, S_max, heads, head_dim)`
+    holding projected keys (index 0) and values (index 1).
+    - Self-attention: pass `cache` and `cache_update_index`; the keys and values of the
+      current `query` tokens are written at that index, and the queries attend to cache
+      positions up to their own (causal by construction, so unwritten slots are never seen).
+    - Cross-attention: build the cache once with `compute_cache(encoder_outputs)` and pass it
+      with `cache_update_index=None`; the keys and values are then not recomputed.
+    With a cache, the call returns `(output, cache)` (or `(output, scores, cache)`).
+
+    Fused path: when attention weights are not requested and attention dropout is inactive
+    (rate 0, or not training), attention runs through `keras.ops.dot_product_attention`;
+    otherwise through the explicit equation. Both compute logits and softmax in float32.
+
+    Args:
+        num_heads: number of attention heads.
+        key_dim: size of each head for queries and keys.
+        value_dim: size of each head for values; `key_dim` by default.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        output_shape: last dimension of the output; the query's by default.
+        use_fused_attention: allow the fused path (set False to always use the explicit one).
+        kernel_initializer: initializer for the projection kernels.
+        bias_initializer: initializer for the projection biases.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(batch, T, d_query)`.
+        value: `(batch, S, d_value)`; `query` when omitted (self-attention).
+        key: `(batch, S, d_key)`; `value` when omitted.
+        query_mask, value_mask, key_mask: `(batch, T)` / `(batch, S)` boolean padding masks;
+            taken from Keras masking when not given.
+        attention_mask: boolean mask broadcastable to `(batch, T, S)`, `True` = attend.
+        use_causal_mask: mask keys after each query's position.
+        return_attention_scores: also return the `(batch, heads, T, S)` float32 weights.
+        training: whether attention dropout is active.
+        cache: key/value cache (see above).
+        cache_update_index: where the current tokens' keys and values go in the cache.
+
+    Returns:
+        `(batch, T, output_shape)`, plus the weights and/or the updated cache as described.
+
+    Example:
+    >>> import numpy as np
+    >>> mha = MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> mha(np.zeros((1, 3, 8), "float32")).shape
+    (1, 3, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        value_dim: int | None = None,
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        output_shape: int | None = None,
+        use_fused_attention: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if int(num_heads) < 1 or int(key_dim) < 1:
+            raise ValueError(
+                f"num_heads and key_dim must be positive; got num_heads={num_heads}, "
+                f"key_dim={key_dim}"
+            )
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}")
+        self.num_heads = int(num_heads)
+        self.key_dim = int(key_dim)
+        self.value_dim = int(value_dim) if value_dim is not None else self.key_dim
+        self.dropout = float(dropout)
+        self.use_bias = bool(use_bias)
+        self.output_shape = output_shape
+        self.use_fused_attention = bool(use_fused_attention)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+        self._dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _projection(self, equation: str, shape: Sequence[int | None], bias_axes: str,
+                    name: str) -> keras.layers.EinsumDense:
+        projection = keras.layers.EinsumDense(
+            equation,
+            output_shape=shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        # Padding masks are handled by this layer; the projections just pass them along.
+        projection.supports_masking = True
+        return projection
+
+    def build(self, query_shape: tuple, value_shape: tuple | None = None,
+              key_shape: tuple | None = None) -> None:
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        self._query_dim = query_shape[-1]
+        self._value_input_dim = value_shape[-1]
+        self._key_input_dim = key_shape[-1]
+        out_dim = self.output_shape if self.output_shape is not None else query_shape[-1]
+        self.query_dense = self._projection(
+            "abc,cde->abde", (None, self.num_heads, self.key_dim), "de", "query")
+        self.key_dense = self._projection(
+            "abc,cde->abde", (None, self.num_heads, self.key_dim), "de", "key")
+        self.value_dense = self._projection(
+            "abc,cde->abde", (None, self.num_heads, self.value_dim), "de", "value")
+        self.output_dense = self._projection(
+            "abcd,cde->abe", (None, out_dim), "e", "attention_output")
+        self.query_dense.build(query_shape)
+        self.key_dense.build(key_shape)
+        self.value_dense.build(value_shape)
+        self.output_dense.build((None, None, self.num_heads, self.value_dim))
+        self.built = True
+
+    # ------------------------------------------------------------------ cache helpers
+    def compute_cache(self, value: Any, key: Any | None = None) -> Any:
+        """Projects `key`/`value` once into a `(batch, 2, S, heads, head_dim)` cache.
+
+        This is the cross-attention cache: the encoder's outputs do not change while the
+        decoder generates, so their keys and values are computed once.
+        """
+        if self.key_dim != self.value_dim:
+            raise ValueError(
+                "a key/value cache needs key_dim == value_dim; got "
+                f"key_dim={self.key_dim}, value_dim={self.value_dim}"
+            )
+        key = value if key is None else key
+        if not self.built:
+            self.build(tuple(value.shape), tuple(value.shape), tuple(key.shape))
+        return ops.stack([self.key_dense(key), self.value_dense(value)], axis=1)
+
+    def empty_cache(self, batch_size: int, max_length: int) -> Any:
+        """A zero self-attention cache of shape `(batch, 2, max_length, heads, key_dim)`."""
+        return ops.zeros(
+            (batch_size, 2, max_length, self.num_heads, self.key_dim), dtype=self.compute_dtype
+        )
+
+    # ------------------------------------------------------------------ masks
+    def _combined_mask(self, query: Any, key_length: int, query_mask: Any, value_mask: Any,
+                       key_mask: Any, attention_mask: Any, causal: bool,
+                       causal_offset: Any) -> Any | None:
+        """A boolean `(batch or 1, T, S)` mask, or None when nothing is masked."""
+        query_length = ops.shape(query)[1]
+        mask = None
+
+        def _and(a: Any, b: Any) -> Any:
+            return b if a is None else ops.logical_and(a, b)
+
+        if query_mask is not None:
+            mask = _and(mask, ops.expand_dims(ops.cast(query_mask, "bool"), -1))
+        for padding in (value_mask, key_mask):
+            if padding is not None:
+                mask = _and(mask, ops.expand_dims(ops.cast(padding, "bool"), 1))
+        if causal:
+            mask = _and(mask, ops.expand_dims(
+                causal_mask(query_length, key_length, offset=causal_offset), 0))
+        if attention_mask is not None:
+            attention_mask = ops.convert_to_tensor(attention_mask)
+            check_mask_broadcasts(attention_mask, (query.shape[0], query.shape[1], key_length))
+            mask = _and(mask, ops.cast(attention_mask, "bool"))
+        return mask
+
+    # ------------------------------------------------------------------ call
+    def call(
+        self,
+        query: Any,
+        value: Any | None = None,
+        key: Any | None = None,
+        query_mask: Any | None = None,
+        value_mask: Any | None = None,
+        key_mask: Any | None = None,
+        attention_mask: Any | None = None,
+        use_causal_mask: bool = False,
+        return_attention_scores: bool = False,
+        training: bool | None = None,
+        cache: Any | None = None,
+        cache_update_index: Any | None = None,
+    ) -> Any:
+        self_attention = value is None
+        # With a cross-attention cache, `value` and `key` are not used, nor are their masks.
+        cached_memory = cache is not None and cache_update_index is None
+        if query_mask is None:
+            query_mask = getattr(query, "_keras_mask", None)
+        if self_attention:
+            value = query
+            if value_mask is None and not cached_memory:
+                value_mask = query_mask
+        elif value_mask is None and not cached_memory:
+            value_mask = getattr(value, "_keras_mask", None)
+        if key is None:
+            key = value
+        elif key_mask is None and not cached_memory:
+            key_mask = getattr(key, "_keras_mask", None)
+        self._check_feature_sizes(query, value, key)
+
+        q = self.query_dense(query)  # (batch, T, heads, key_dim)
+        causal_offset: Any = 0
+        if cache is not None and cache_update_index is None:
+            # Cross-attention: keys and values were computed once.
+            k, v = cache[:, 0, ...], cache[:, 1, ...]
+        elif cache is not None:
+            # Self-attention step: write this block's keys and values at the index.
+            self._check_cache_index(cache, query, cache_update_index)
+            start = [0, cache_update_index, 0, 0]
+            k = ops.slice_update(cache[:, 0, ...], start, self.key_dense(key))
+            v = ops.slice_update(cache[:, 1, ...], start, self.value_dense(value))
+            cache = ops.stack([k, v], axis=1)
+            # Keys beyond a query's own position (including unwritten slots) stay hidden.
+            use_causal_mask = True
+            causal_offset = cache_update_index
+            value_mask = key_mask = None  # padding of earlier tokens is in attention_mask
+        else:
+            k = self.key_dense(key)
+            v = self.value_dense(value)
+
+        mask = self._combined_mask(
+            q, ops.shape(k)[1], query_mask, value_mask, key_mask, attention_mask,
+            use_causal_mask, causal_offset,
+        )
+        dropout_active = self.dropout > 0.0 and bool(training)
+        if self.use_fused_attention and not return_attention_scores and not dropout_active:
+            fused_mask = None if mask is None else ops.expand_dims(mask, 1)
+            context = fused_attention(q, k, v, mask=fused_mask)
+            scores = None
+        else:
+            # (batch, heads, T, d) layout for the explicit equation.
+            context, scores = scaled_dot_product_attention(
+                ops.transpose(q, (0, 2, 1, 3)),
+                ops.transpose(k, (0, 2, 1, 3)),
+                ops.transpose(v, (0, 2, 1, 3)),
+                mask=None if mask is None else ops.expand_dims(mask, 1),
+            )  # context (batch, heads, T, value_dim); scores (batch, heads, T, S)
+            if dropout_active:
+                weights = self._dropout_layer(ops.cast(scores, v.dtype), training=training)
+                context = ops.matmul(weights, ops.transpose(v, (0, 2, 1, 3)))
+            context = ops.transpose(context, (0, 2, 1, 3))
+        output = self.output_dense(context)
+
+        if cache is not None:
+            if return_attention_scores:
+                return output, scores, cache
+            return output, cache
+        if return_attention_scores:
+            return output, scores
+        return output
+
+    def compute_mask(self, query: Any, previous_mask: Any = None) -> Any:
+        return getattr(query, "_keras_mask", None) if previous_mask is None else previous_mask
+
+    def compute_output_shape(self, query_shape: tuple, value_shape: tuple | None = None,
+                             key_shape: tuple | None = None) -> tuple:
+        out_dim = self.output_shape if self.output_shape is not None else query_shape[-1]
+        return tuple(query_shape[:-1]) + (out_dim,)
+
+    # ------------------------------------------------------------------ validation
+    def _check_feature_sizes(self, query: Any, value: Any, key: Any) -> None:
+        expected = (
+            ("query", query, self._query_dim),
+            ("value", value, self._value_input_dim),
+            ("key", key, self._key_input_dim),
+        )
+        for name, tensor, size in expected:
+            if len(tensor.shape) != 3:
+                raise ValueError(
+                    f"{name} must have shape (batch, length, features); got {tuple(tensor.shape)}"
+                )
+            if size is not None and tensor.shape[-1] is not None and tensor.shape[-1] != size:
+                raise ValueError(
+                    f"{name} has feature size {tensor.shape[-1]} but this layer was built for "
+                    f"{size}"
+                )
+
+    def _check_cache_index(self, cache: Any, query: Any, index: Any) -> None:
+        cache_length = cache.shape[2]
+        if isinstance(index, (int, np.integer)) and cache_length is not None:
+            query_length = query.shape[1]
+            if index < 0 or (query_length is not None and index + query_length > cache_length):
+                raise ValueError(
+                    f"cache_update_index {index} with {query_length} new tokens does not fit "
+                    f"in a cache of length {cache_length}"
+                )
+
+    # ------------------------------------------------------------------ pruning
+    def prune_heads(self, heads: Sequence[int]) -> None:
+        """Removes the given heads' weights; the remaining heads compute exactly as before.
+
+        The output projection is a sum over heads, so dropping head h's rows of W^O (and
+        its columns of W^Q, W^K, W^V) removes just that head's contribution.
+
+        Args:
+            heads: indices of the heads to remove, in `[0, num_heads)`.
+        """
+        if not self.built:
+            raise ValueError("prune_heads needs a built layer; call it on data first")
+        heads = sorted({int(h) for h in heads})
+        bad = [h for h in heads if not 0 <= h < self.num_heads]
+        if bad:
+            raise ValueError(f"heads {bad} are out of range for a layer of {self.num_heads} heads")
+        if len(heads) >= self.num_heads:
+            raise ValueError(f"cannot remove all {self.num_heads} heads")
+        keep = [h for h in range(self.num_heads) if h not in heads]
+        old = {
+            layer.name: [np.asarray(ops.convert_to_numpy(w)) for w in layer.get_weights()]
+            for layer in (self.query_dense, self.key_dense, self.value_dense, self.output_dense)
+        }
+        self.num_heads = len(keep)
+        shapes = (self._query_dim, self._value_input_dim, self._key_input_dim)
+        # Rebuild the projections at the new head count; the old sub-layers are untracked
+        # so that their variables leave `self.weights` and saved files.
+        self._tracker.unlock()
+        for layer in (self.query_dense, self.key_dense, self.value_dense, self.output_dense):
+            self._layers.remove(layer)
+        self.built = False
+        self.build((None, None, shapes[0]), (None, None, shapes[1]), (None, None, shapes[2]))
+        for layer in (self.query_dense, self.key_dense, self.value_dense):
+            kernel, *bias = old[layer.name]
+            new = [kernel[:, keep, :]] + [b[keep, :] for b in bias]
+            layer.set_weights(new)
+        kernel, *bias = old[self.output_dense.name]
+        self.output_dense.set_weights([kernel[keep, :, :]] + bias)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "output_shape": self.output_shape,
+                "use_fused_attention": self.use_fused_attention,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

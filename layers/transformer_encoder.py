@@ -1,0 +1,186 @@
+"""The Transformer encoder block (section 3.1 of "Attention Is All You Need")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from layers.feed_forward import FeedForward
+from layers.initializers import clone_initializer
+from layers.multi_head_attention import MultiHeadAttention
+
+
+def head_size(d_model: int, num_heads: int, key_dim: int | None) -> int:
+    """The per-head size: `key_dim` if given, else d_model / num_heads (which must divide)."""
+    if key_dim is not None:
+        return int(key_dim)
+    if d_model % num_heads:
+        raise ValueError(
+            f"model dimension {d_model} is not divisible by num_heads={num_heads}; "
+            "pass key_dim explicitly"
+        )
+    return d_model // num_heads
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerBlock(keras.layers.Layer):
+    """What the encoder and decoder blocks share: arguments, norms and residual sub-layers.
+
+    Post-norm (the paper): `x = LN(x + Dropout(Sublayer(x)))`.
+    Pre-norm (`normalize_first=True`, as in ViT): `x = x + Dropout(Sublayer(LN(x)))`.
+    See `TransformerEncoderBlock` for the arguments.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        intermediate_dim: int,
+        key_dim: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation: str = "relu",
+        normalize_first: bool = False,
+        layer_norm_epsilon: float = 1e-5,
+        use_fused_attention: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.intermediate_dim = int(intermediate_dim)
+        self.key_dim = None if key_dim is None else int(key_dim)
+        self.dropout = float(dropout)
+        self.attention_dropout = float(attention_dropout)
+        self.activation = activation
+        self.normalize_first = bool(normalize_first)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.use_fused_attention = bool(use_fused_attention)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _norm(self, name: str) -> keras.layers.LayerNormalization:
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+
+    def _attention(self, d_model: int, name: str) -> MultiHeadAttention:
+        return MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=head_size(d_model, self.num_heads, self.key_dim),
+            dropout=self.attention_dropout,
+            use_fused_attention=self.use_fused_attention,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _build_feed_forward(self, inputs_shape: tuple) -> None:
+        self.feed_forward = FeedForward(
+            self.intermediate_dim, activation=self.activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy, name="feed_forward",
+        )
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+        self.feed_forward_norm.build(inputs_shape)
+        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _sublayer(self, x: Any, norm: keras.layers.Layer, fn: Any, training: bool | None
+                  ) -> tuple[Any, Any]:
+        """Applies one residual sub-layer; returns (new x, fn's extra output)."""
+        inner = norm(x) if self.normalize_first else x
+        out, extra = fn(inner)
+        x = x + self.residual_dropout(out, training=training)
+        return (x if self.normalize_first else norm(x)), extra
+
+    def compute_output_shape(self, inputs_shape: tuple) -> tuple:
+        return tuple(inputs_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "key_dim": self.key_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation": self.activation,
+            "normalize_first": self.normalize_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "use_fused_attention": self.use_fused_attention,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TransformerEncoderBlock(TransformerBlock):
+    """Self-attention then a feed-forward network, each with a residual and LayerNorm.
+
+    Post-norm (the paper): `x = LN(x + Dropout(Sublayer(x)))`.
+    Pre-norm (ViT, `normalize_first=True`): `x = x + Dropout(Sublayer(LN(x)))`.
+
+    Args:
+        num_heads: attention heads.
+        intermediate_dim: feed-forward hidden width (d_ff).
+        key_dim: per-head size; d_model / num_heads by default.
+        dropout: residual dropout, applied to each sub-layer's output (P_drop of the paper).
+        attention_dropout: dropout on the attention weights.
+        activation: feed-forward activation, "relu" or "gelu".
+        normalize_first: pre-norm instead of the paper's post-norm.
+        layer_norm_epsilon: LayerNorm epsilon.
+        use_fused_attention: allow `keras.ops.dot_product_attention`.
+        kernel_initializer: initializer of every kernel.
+        bias_initializer: initializer of every bias.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)`.
+        padding_mask: `(batch, length)` boolean, `True` for real tokens; taken from Keras
+            masking when omitted.
+        attention_mask: boolean, broadcastable to `(batch, length, length)`.
+        return_attention_scores: also return the `(batch, heads, length, length)` weights.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, length, d_model)`, and the attention weights when asked.
+
+    Example:
+    >>> import numpy as np
+    >>> block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    >>> block(np.zeros((1, 4, 8), "float32")).shape
+    (1, 4, 8)
+    """
+
+    def build(self, inputs_shape: tuple) -> None:
+        self.self_attention = self._attention(inputs_shape[-1], "self_attention")
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.self_attention_norm.build(inputs_shape)
+        self._build_feed_forward(inputs_shape)
+
+    def call(self, inputs: Any, padding_mask: Any | None = None,
+             attention_mask: Any | None = None, return_attention_scores: bool = False,
+             training: bool | None = None) -> Any:
+        if padding_mask is None:
+            padding_mask = getattr(inputs, "_keras_mask", None)
+
+        def attend(x: Any) -> tuple[Any, Any]:
+            result = self.self_attention(
+                x, x, query_mask=padding_mask, value_mask=padding_mask,
+                attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores, training=training,
+            )
+            return result if return_attention_scores else (result, None)
+
+        x, scores = self._sublayer(inputs, self.self_attention_norm, attend, training)
+        x, _ = self._sublayer(
+            x, self.feed_forward_norm,
+            lambda h: (self.feed_forward(h, training=training), None), training,
+        )
+        return (x, scores) if return_attention_scores else x

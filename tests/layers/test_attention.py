@@ -1,0 +1,89 @@
+"""scaled_dot_product_attention against the seed notes' worked examples."""
+
+import numpy as np
+import pytest
+
+from layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
+
+# Seed notes (003), "Compute the output of the scaled-dot product attention".
+X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+W_Q = np.array([[0.01, 0.03], [0.02, 0.02], [0.03, 0.01]])
+W_K = np.array([[0.05, 0.05], [0.06, 0.05], [0.07, 0.05]])
+W_V = np.array([[0.02, 0.02], [0.01, 0.02], [0.01, 0.01]])
+
+
+def test_seed_worked_example():
+    q, k, v = X @ W_Q, X @ W_K, X @ W_V
+    np.testing.assert_allclose(q, [[0.14, 0.10], [0.32, 0.28]], atol=1e-6)
+    context, weights = scaled_dot_product_attention(q, k, v)
+    # The notes' softmax (top-left 0.4787 by their own scalar check) and context vectors.
+    np.testing.assert_allclose(np.array(weights)[0], [0.4787, 0.5213], atol=2e-4)
+    np.testing.assert_allclose(np.array(weights)[1], [0.4474, 0.5526], atol=2e-4)
+    np.testing.assert_allclose(
+        np.array(context), [[0.1326, 0.1682], [0.1363, 0.1729]], atol=2e-4)
+
+
+def test_causal_rows_of_seed_notes():
+    # Seed notes (000): a masked row has zero weight after the diagonal, rows sum to one.
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(3, 4)) for _ in range(3))
+    _, weights = scaled_dot_product_attention(q, k, v, mask=np.array(causal_mask(3)))
+    weights = np.array(weights)
+    assert weights[0, 0] == pytest.approx(1.0)
+    assert np.all(weights[np.triu_indices(3, 1)] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    # The seed's context example: the first context row of a causal pass is V's first row.
+    values = np.array([[0.1, 0.2, 0.3, 0.3], [0.4, 0.24, 0.9, 0.3], [0.1, 0.8, 0.3, 0.3]])
+    context, _ = scaled_dot_product_attention(q, k, values, mask=np.array(causal_mask(3)))
+    np.testing.assert_allclose(np.array(context)[0], values[0], atol=1e-6)
+
+
+def test_seed_weights_times_values():
+    # Seed notes (000): softmax rows [[1,0,0],[.6,.4,0],[.2,.5,.3]] times V gives C_00 = 0.1.
+    w = np.array([[1.0, 0, 0], [0.6, 0.4, 0], [0.2, 0.5, 0.3]])
+    values = np.array([[0.1, 0.2, 0.3, 0.3], [0.4, 0.24, 0.9, 0.3], [0.1, 0.8, 0.3, 0.3]])
+    logits = np.log(np.where(w > 0, w, 1e-30))
+    # Logits whose softmax is w: queries/keys built so that q k^T * scale = logits.
+    q, k = logits * np.sqrt(3.0), np.eye(3)
+    context, weights = scaled_dot_product_attention(q, k, values, mask=w > 0)
+    np.testing.assert_allclose(np.array(weights), w, atol=1e-6)
+    assert float(np.array(context)[0, 0]) == pytest.approx(0.1)
+    np.testing.assert_allclose(np.array(context), w @ values, atol=1e-6)
+
+
+def test_fused_equals_explicit_with_mask():
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(2, 5, 3, 8)).astype("float32")
+    k = rng.normal(size=(2, 7, 3, 8)).astype("float32")
+    v = rng.normal(size=(2, 7, 3, 8)).astype("float32")
+    mask = rng.random((2, 1, 5, 7)) > 0.3
+    mask[..., 0] = True
+    fused = np.array(fused_attention(q, k, v, mask=mask))
+    explicit, _ = scaled_dot_product_attention(
+        q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask=mask)
+    np.testing.assert_allclose(fused, np.array(explicit).transpose(0, 2, 1, 3), atol=1e-5)
+
+
+def test_causal_mask_offset():
+    mask = np.array(causal_mask(2, 5, offset=2))
+    np.testing.assert_array_equal(mask, [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]])
+
+
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (((2, 4), (3, 5), (3, 5)), "same last dimension"),
+        (((2, 4), (3, 4), (2, 4)), "same length"),
+        (((1, 2, 4), (3, 4), (3, 4)), "same rank"),
+    ],
+)
+def test_bad_shapes_name_the_values(shapes, message):
+    arrays = [np.zeros(s, "float32") for s in shapes]
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(*arrays)
+
+
+def test_mask_that_does_not_broadcast():
+    x = np.zeros((3, 4), "float32")
+    with pytest.raises(ValueError, match=r"\(2, 2\)"):
+        scaled_dot_product_attention(x, x, x, mask=np.ones((2, 2), bool))

@@ -1,0 +1,187 @@
+"""MultiHeadAttention: the harness, Keras' own layer as reference, cache, fused path, pruning."""
+
+import keras
+import numpy as np
+import pytest
+
+from layers.multi_head_attention import MultiHeadAttention
+from tests.layers.harness import run_layer_test
+
+RNG = np.random.default_rng(0)
+QUERY = RNG.normal(size=(2, 5, 16)).astype("float32")
+VALUE = RNG.normal(size=(2, 7, 16)).astype("float32")
+
+
+def _pair(**kwargs):
+    """Ours and Keras' layer with the same weights."""
+    ours = MultiHeadAttention(num_heads=4, key_dim=8, **kwargs)
+    ref = keras.layers.MultiHeadAttention(num_heads=4, key_dim=8, **kwargs)
+    ours(QUERY, VALUE)
+    ref(QUERY, VALUE)
+    ours.set_weights(ref.get_weights())
+    return ours, ref
+
+
+def test_harness_self_attention():
+    run_layer_test(MultiHeadAttention, {"num_heads": 2, "key_dim": 4}, QUERY,
+                   expected_output_shape=(2, 5, 16))
+
+
+def test_harness_cross_attention_with_output_shape():
+    run_layer_test(MultiHeadAttention, {"num_heads": 2, "key_dim": 4, "output_shape": 6},
+                   [QUERY, VALUE], expected_output_shape=(2, 5, 6))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("padding", [False, True])
+def test_equals_keras_multi_head_attention(causal, padding):
+    ours, ref = _pair()
+    value = QUERY if causal else VALUE
+    kwargs = {"use_causal_mask": causal}
+    if padding:
+        kwargs["attention_mask"] = np.ones((2, 5, value.shape[1]), bool)
+        kwargs["attention_mask"][0, :, -2:] = False
+    out, scores = ours(QUERY, value, return_attention_scores=True, **kwargs)
+    ref_out, ref_scores = ref(QUERY, value, return_attention_scores=True, **kwargs)
+    np.testing.assert_allclose(np.array(out), np.array(ref_out), atol=1e-5)
+    np.testing.assert_allclose(np.array(scores), np.array(ref_scores), atol=1e-5)
+    # The fused path (no scores requested) gives the same outputs.
+    np.testing.assert_allclose(np.array(ours(QUERY, value, **kwargs)), np.array(ref_out),
+                               atol=1e-5)
+
+
+def test_keras_masking_equals_explicit_padding_mask():
+    ids = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 1]])
+    embedded = keras.layers.Embedding(10, 16, mask_zero=True)
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
+    inputs = keras.Input((5,), dtype="int32")
+    model = keras.Model(inputs, layer(embedded(inputs)))
+    through_masking = np.array(model(ids))
+    x = embedded(ids)
+    explicit = np.array(layer(x, x, query_mask=ids != 0, value_mask=ids != 0))
+    np.testing.assert_allclose(through_masking, explicit, atol=1e-6)
+    plain = keras.ops.convert_to_tensor(np.array(x))  # the same values, no mask attached
+    unmasked = np.array(layer(plain, plain))
+    assert np.abs(through_masking[0, :3] - unmasked[0, :3]).max() > 1e-4
+
+
+def test_padded_keys_get_zero_weight():
+    ours, _ = _pair()
+    value_mask = np.ones((2, 7), bool)
+    value_mask[1, 4:] = False
+    _, scores = ours(QUERY, VALUE, value_mask=value_mask, return_attention_scores=True)
+    assert np.all(np.array(scores)[1, :, :, 4:] == 0.0)
+
+
+def test_cached_decoding_equals_full_causal_pass():
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    full = np.array(layer(QUERY, use_causal_mask=True))
+    cache = layer.empty_cache(2, 5)
+    steps = []
+    for i in range(5):
+        out, cache = layer(QUERY[:, i:i + 1], cache=cache, cache_update_index=i)
+        steps.append(np.array(out))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    # A two-token prefill then single steps gives the same too.
+    cache = layer.empty_cache(2, 5)
+    prefill, cache = layer(QUERY[:, :2], cache=cache, cache_update_index=0)
+    np.testing.assert_allclose(np.array(prefill), full[:, :2], atol=1e-5)
+
+
+def test_cross_attention_cache_equals_recomputation():
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    direct = np.array(layer(QUERY, VALUE))
+    cache = layer.compute_cache(VALUE)
+    cached, same_cache = layer(QUERY, VALUE, cache=cache)
+    np.testing.assert_allclose(np.array(cached), direct, atol=1e-5)
+    np.testing.assert_array_equal(np.array(same_cache), np.array(cache))
+
+
+def test_fused_and_explicit_paths_agree():
+    fused = MultiHeadAttention(num_heads=4, key_dim=4)
+    explicit = MultiHeadAttention(num_heads=4, key_dim=4, use_fused_attention=False)
+    fused(QUERY, VALUE)
+    explicit(QUERY, VALUE)
+    explicit.set_weights(fused.get_weights())
+    mask = RNG.random((2, 5, 7)) > 0.4
+    np.testing.assert_allclose(np.array(fused(QUERY, VALUE, attention_mask=mask)),
+                               np.array(explicit(QUERY, VALUE, attention_mask=mask)), atol=1e-5)
+
+
+def test_attention_dropout_is_active_only_in_training():
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, dropout=0.5)
+    inference = np.array(layer(QUERY, VALUE, training=False))
+    np.testing.assert_allclose(np.array(layer(QUERY, VALUE)), inference)
+    keras.utils.set_random_seed(1)
+    trained = np.array(layer(QUERY, VALUE, training=True))
+    assert np.abs(trained - inference).max() > 1e-3
+
+
+def test_pruned_heads_keep_the_others_output():
+    layer = MultiHeadAttention(num_heads=4, key_dim=8)
+    layer(QUERY, VALUE)
+    weights = layer.get_weights()
+    zeroed = [w.copy() for w in weights]
+    zeroed[6][[1, 3]] = 0.0  # output kernel rows of heads 1 and 3
+    layer.set_weights(zeroed)
+    expected = np.array(layer(QUERY, VALUE))
+    _, scores_before = layer(QUERY, VALUE, return_attention_scores=True)
+    layer.set_weights(weights)
+    layer.prune_heads([3, 1])
+    assert layer.num_heads == 2 and layer.get_config()["num_heads"] == 2
+    assert len(layer.weights) == 8
+    assert tuple(layer.query_dense.kernel.shape) == (16, 2, 8)
+    out, scores_after = layer(QUERY, VALUE, return_attention_scores=True)
+    np.testing.assert_allclose(np.array(out), expected, atol=1e-5)
+    np.testing.assert_allclose(np.array(scores_after), np.array(scores_before)[:, [0, 2]],
+                               atol=1e-6)
+
+
+def test_pruned_layer_saves_and_reloads(tmp_path):
+    layer = MultiHeadAttention(num_heads=4, key_dim=8)
+    inputs = keras.Input((5, 16))
+    model = keras.Model(inputs, layer(inputs))
+    layer.prune_heads([0])
+    # Rebuild a model from the pruned layer's config and weights, as a user would.
+    fresh = MultiHeadAttention.from_config(layer.get_config())
+    fresh(QUERY)
+    fresh.set_weights(layer.get_weights())
+    np.testing.assert_allclose(np.array(fresh(QUERY)), np.array(layer(QUERY)), atol=1e-6)
+    assert model is not None
+
+
+def test_scores_are_float32_under_mixed_float16():
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, dtype="mixed_float16")
+    out, scores = layer(QUERY * 100.0, VALUE * 100.0, return_attention_scores=True)
+    assert keras.backend.standardize_dtype(scores.dtype) == "float32"
+    assert np.all(np.isfinite(np.array(scores)))
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"value": np.zeros((2, 7, 9), "float32")}, "value has feature size 9"),
+    ({"attention_mask": np.ones((2, 3, 7), bool)}, "does not broadcast"),
+])
+def test_bad_input_names_the_values(bad, message):
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
+    layer(QUERY, VALUE)
+    kwargs = {"value": VALUE, **bad}
+    with pytest.raises(ValueError, match=message):
+        layer(QUERY, **kwargs)
+
+
+def test_cache_index_past_the_cache_length():
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
+    layer(QUERY)
+    cache = layer.empty_cache(2, 4)
+    with pytest.raises(ValueError, match="cache_update_index 4 .* length 4"):
+        layer(QUERY[:, :1], cache=cache, cache_update_index=4)
+
+
+def test_prune_heads_out_of_range():
+    layer = MultiHeadAttention(num_heads=2, key_dim=8)
+    layer(QUERY)
+    with pytest.raises(ValueError, match=r"heads \[5\] are out of range"):
+        layer.prune_heads([5])
+    with pytest.raises(ValueError, match="all 2 heads"):
+        layer.prune_heads([0, 1])
