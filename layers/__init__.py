@@ -1,18 +1,38 @@
 """Reusable Keras 3 attention layers, written with `keras.ops` only (no TensorFlow import)."""
 
 from layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from layers.class_token import ClassToken
 from layers.feed_forward import FeedForward
 from layers.multi_head_attention import MultiHeadAttention
+from layers.patch_embedding import PatchEmbedding
+from layers.position_embedding import (
+    PositionEmbedding,
+    interpolate_position_embedding,
+    interpolate_position_embedding_2d,
+)
+from layers.sinusoidal_position_encoding import (
+    SinusoidalPositionEncoding,
+    sinusoidal_position_encoding,
+)
+from layers.token_embedding import TokenEmbedding
 from layers.transformer_decoder import TransformerDecoderBlock
 from layers.transformer_encoder import TransformerBlock, TransformerEncoderBlock
 
 __all__ = [
+    "ClassToken",
     "FeedForward",
     "MultiHeadAttention",
+    "PatchEmbedding",
+    "PositionEmbedding",
+    "SinusoidalPositionEncoding",
+    "TokenEmbedding",
     "TransformerBlock",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "causal_mask",
     "fused_attention",
+    "interpolate_position_embedding",
+    "interpolate_position_embedding_2d",
     "scaled_dot_product_attention",
+    "sinusoidal_position_encoding",
 ]

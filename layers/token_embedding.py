@@ -1,0 +1,162 @@
+"""Token embeddings tied to the output projection ("Attention Is All You Need", section 3.4).
+
+"We share the same weight matrix between the two embedding layers and the pre-softmax
+linear transformation ... In the embedding layers, we multiply those weights by
+sqrt(d_model)." One `(vocabulary_size, embedding_dim)` matrix `E` serves both ways:
+`E[ids] * sqrt(d)` on the way in, `hidden @ E^T` (unscaled) on the way out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def _check_positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{what} must be a positive int; got {value!r}")
+    return value
+
+
+def _is_integer(x: Any) -> bool:
+    return "int" in keras.backend.standardize_dtype(x.dtype)
+
+
+def _concrete_values(x: Any) -> np.ndarray | None:
+    """The values of an eager tensor, or None for a symbolic or traced one."""
+    try:
+        return ops.convert_to_numpy(x)
+    except (NotImplementedError, TypeError, RuntimeError, ValueError):
+        # A tf.Tensor in a graph, a JAX tracer, a torch meta tensor: no values to check.
+        return None
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class TokenEmbedding(keras.layers.Layer):
+    """Embeds token ids, and projects hidden states back to logits with the same matrix.
+
+    Ids are checked against `[0, vocabulary_size)` when the layer is called eagerly. Inside
+    a compiled function (`fit`, `jit`, `tf.function`) they cannot be, and then behave as in
+    `keras.layers.Embedding` (`keras.ops.take`): an id in `[-vocabulary_size, 0)` wraps to
+    the end of the table, and an id `>= vocabulary_size` gives NaN rows on JAX, an
+    `InvalidArgumentError` on TensorFlow on CPU and zero rows on TensorFlow on GPU.
+
+    Args:
+        vocabulary_size: the number of rows of the embedding matrix.
+        embedding_dim: the size `d_model` of each embedding.
+        scale: whether to multiply embeddings by `sqrt(embedding_dim)` (section 3.4).
+        mask_zero: whether id 0 is padding: then the output carries a Keras mask, `False`
+            where the id is 0, that attention layers and losses downstream use.
+        embeddings_initializer: the matrix's initializer. When None, a normal distribution
+            with standard deviation `embedding_dim ** -0.5` (as in tensor2tensor and
+            fairseq), so that the scaled embeddings have unit variance.
+        **kwargs: standard layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: integer token ids `(batch, length)`; with `reverse=True`, hidden states
+            `(batch, length, embedding_dim)`.
+        reverse: whether to project hidden states to logits, `hidden @ E^T`, instead of
+            embedding ids.
+
+    Returns:
+        Embeddings `(batch, length, embedding_dim)` in the compute dtype; with
+        `reverse=True`, float32 logits `(batch, length, vocabulary_size)`, computed in
+        float32 under mixed precision (the master weights are used, not a float16 copy).
+
+    Example:
+    >>> import numpy as np
+    >>> layer = TokenEmbedding(vocabulary_size=100, embedding_dim=16)
+    >>> hidden = layer(np.array([[5, 7, 0]]))
+    >>> tuple(hidden.shape), tuple(layer(hidden, reverse=True).shape)
+    ((1, 3, 16), (1, 3, 100))
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        embedding_dim: int,
+        scale: bool = True,
+        mask_zero: bool = True,
+        embeddings_initializer: str | keras.initializers.Initializer | dict | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # The reverse projection works on float32 hidden states and the float32 master
+        # weights, so this layer casts by itself: Keras casts neither its float inputs
+        # (autocast=False) nor its variable (added with autocast=False) to the compute dtype.
+        kwargs.pop("autocast", None)
+        super().__init__(autocast=False, **kwargs)
+        self.vocabulary_size = _check_positive_int(vocabulary_size, "vocabulary_size")
+        self.embedding_dim = _check_positive_int(embedding_dim, "embedding_dim")
+        self.scale = bool(scale)
+        self.mask_zero = bool(mask_zero)
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(
+                stddev=embedding_dim ** -0.5
+            )
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+
+    def build(self, input_shape: tuple | None = None) -> None:
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.embedding_dim),
+            initializer=self.embeddings_initializer,
+            trainable=True,
+            autocast=False,
+        )
+        self.built = True
+
+    def _check_ids(self, ids: Any) -> None:
+        values = _concrete_values(ids)
+        if values is None or values.size == 0:
+            return
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= self.vocabulary_size:
+            raise ValueError(
+                f"token ids must lie in [0, vocabulary_size={self.vocabulary_size}); got ids "
+                f"from {low} to {high}"
+            )
+
+    def call(self, inputs: Any, reverse: bool = False) -> Any:
+        if reverse:
+            if inputs.shape[-1] is not None and inputs.shape[-1] != self.embedding_dim:
+                raise ValueError(
+                    f"reverse=True expects hidden states with last dimension "
+                    f"embedding_dim={self.embedding_dim}; got shape {tuple(inputs.shape)}"
+                )
+            hidden = ops.cast(inputs, "float32")
+            table = ops.cast(self.embeddings, "float32")
+            return ops.matmul(hidden, ops.transpose(table))  # (..., vocabulary_size)
+        if not _is_integer(inputs):
+            raise ValueError(
+                f"TokenEmbedding expects integer token ids; got dtype {inputs.dtype} "
+                "(pass reverse=True to project hidden states to logits)"
+            )
+        self._check_ids(inputs)
+        embedded = ops.take(self.embeddings, inputs, axis=0)  # float32
+        if self.scale:
+            embedded = embedded * math.sqrt(self.embedding_dim)
+        return ops.cast(embedded, self.compute_dtype)
+
+    def compute_mask(self, inputs: Any, previous_mask: Any = None) -> Any:
+        # Hidden states (reverse=True) keep whatever mask they carry: it marks the padded
+        # positions of the logits, which the loss then skips.
+        if not _is_integer(inputs):
+            return previous_mask
+        if not self.mask_zero:
+            return None
+        return ops.not_equal(inputs, 0)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_dim": self.embedding_dim,
+            "scale": self.scale,
+            "mask_zero": self.mask_zero,
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        })
+        return config
