@@ -1,0 +1,18 @@
+"""The generic training kit: data pipelines, schedules, losses, optimizers, callbacks,
+precision and distribution set-up. TensorFlow is imported lazily, inside the functions that
+build `tf.data` pipelines, so the kit works on the JAX backend without TensorFlow."""
+
+from training.checkpointing import ResumableCheckpoint, latest_checkpoint, restore_latest
+from training.distribution import data_parallel_scope, describe_devices, setup_data_parallel
+from training.losses import MaskedAccuracy, MaskedSparseCrossEntropy, masked_accuracy
+from training.optimizers import SelectiveDecayAdamW, adamw_no_decay_on_norms, transformer_adam
+from training.precision import set_precision, wrap_optimizer_for_precision
+from training.schedules import InverseSqrtWarmup, WarmupCosine
+from training.text_batches import (
+    TeacherForcingBatches,
+    filter_by_length,
+    make_numpy_batches,
+    make_teacher_forcing_batch,
+    make_tf_dataset,
+)
+from training.text_data import read_lines, read_multi30k, read_parallel, read_tsv_pairs

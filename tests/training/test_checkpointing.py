@@ -1,0 +1,202 @@
+"""Resumable training: a run killed after epoch 2 ends where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from training.checkpointing import ResumableCheckpoint, latest_checkpoint, restore_latest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Trains a tiny regression model for EPOCHS epochs with checkpoints in DIRECTORY, resuming
+# from the newest one. With PAUSE_AFTER_EPOCH=n it sleeps after epoch n's checkpoint, so that
+# the test can kill it there.
+TRAIN_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    sys.path.insert(0, os.environ["ZOO_REPO"])
+    import keras
+    import numpy as np
+    from training.checkpointing import ResumableCheckpoint, restore_latest
+
+    directory, epochs, output = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    pause_after = int(os.environ.get("PAUSE_AFTER_EPOCH", "0"))
+
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([
+        keras.Input((4,)),
+        keras.layers.Dense(8, activation="tanh"),
+        keras.layers.Dense(1),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = np.tanh(x @ np.array([[1.0], [-2.0], [0.5], [3.0]], "float32"))
+
+    initial_epoch = restore_latest(model, directory)
+
+    class Pause(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch + 1 == pause_after:
+                time.sleep(600)
+
+    history = model.fit(
+        x, y, batch_size=16, epochs=epochs, initial_epoch=initial_epoch, shuffle=False,
+        verbose=0, callbacks=[ResumableCheckpoint(directory, keep=2), Pause()],
+    )
+    np.savez(output, *[np.asarray(v.numpy()) for v in model.weights])
+    with open(output + ".json", "w") as f:
+        json.dump({
+            "initial_epoch": initial_epoch,
+            "epochs": history.epoch,
+            "loss": history.history["loss"],
+            "iterations": int(np.asarray(model.optimizer.iterations.numpy())),
+        }, f)
+    """
+)
+
+
+def _start(script: Path, directory: Path, output: Path, pause_after: int = 0) -> subprocess.Popen:
+    env = dict(os.environ, ZOO_REPO=str(REPO), PAUSE_AFTER_EPOCH=str(pause_after))
+    env.setdefault("KERAS_BACKEND", keras.backend.backend())
+    return subprocess.Popen(
+        [sys.executable, str(script), str(directory), "5", str(output)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen) -> None:
+    out, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, out[-3000:]
+
+
+def _weights(path: Path) -> list[np.ndarray]:
+    with np.load(path) as stored:
+        return [stored[key] for key in sorted(stored.files, key=lambda k: int(k.split("_")[1]))]
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_and_matches_an_uninterrupted_run(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    # The reference runs alongside the interrupted run.
+    reference = _start(script, tmp_path / "reference", tmp_path / "reference.npz")
+    interrupted = _start(script, tmp_path / "run", tmp_path / "run.npz", pause_after=2)
+
+    marker = tmp_path / "run" / "epoch-0002" / "state.json"
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        assert interrupted.poll() is None, interrupted.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "epoch 2's checkpoint never appeared"
+        time.sleep(0.1)
+    interrupted.send_signal(signal.SIGKILL)
+    interrupted.communicate(timeout=60)
+    assert interrupted.returncode == -signal.SIGKILL
+    assert not (tmp_path / "run.npz").exists()
+    assert json.loads(marker.read_text())["epoch"] == 2
+    loss_before_kill = json.loads(marker.read_text())["logs"]["loss"]
+
+    resumed = _start(script, tmp_path / "run", tmp_path / "run.npz")
+    _finish(resumed)
+    _finish(reference)
+
+    run = json.loads((tmp_path / "run.npz.json").read_text())
+    ref = json.loads((tmp_path / "reference.npz.json").read_text())
+    assert run["initial_epoch"] == 2 and run["epochs"] == [2, 3, 4]
+    assert ref["initial_epoch"] == 0 and ref["epochs"] == [0, 1, 2, 3, 4]
+    # The step counter went on from the checkpoint: 5 epochs of 4 batches in all.
+    assert run["iterations"] == ref["iterations"] == 20
+    # Same epoch 2 before the kill, same epochs 3 to 5 after the resume, same final weights.
+    np.testing.assert_allclose(loss_before_kill, ref["loss"][1], rtol=1e-6)
+    np.testing.assert_allclose(run["loss"], ref["loss"][2:], rtol=1e-5)
+    for got, want in zip(_weights(tmp_path / "run.npz"), _weights(tmp_path / "reference.npz")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # keep=2 leaves the two newest checkpoints and no temporary folders.
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["epoch-0004", "epoch-0005"]
+
+
+def _compiled_model(loss_scaled: bool = False) -> keras.Model:
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    optimizer = keras.optimizers.Adam(0.05)
+    if loss_scaled:  # its loss scale and step counters are state too
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer, dynamic_growth_steps=2)
+    model.compile(optimizer=optimizer, loss="mse")
+    return model
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(8, 3)).astype("float32"), rng.normal(size=(8, 2)).astype("float32")
+
+
+@pytest.mark.parametrize("loss_scaled", [False, True], ids=["adam", "loss_scaled_adam"])
+def test_restore_latest_loads_weights_and_optimizer_state(tmp_path, loss_scaled):
+    x, y = _data()
+    model = _compiled_model(loss_scaled)
+    model.fit(x, y, epochs=3, batch_size=4, verbose=0, callbacks=[ResumableCheckpoint(tmp_path)])
+    assert latest_checkpoint(tmp_path).name == "epoch-0003"
+
+    fresh = _compiled_model(loss_scaled)
+    assert restore_latest(fresh, tmp_path) == 3
+    for got, want in zip(fresh.weights, model.weights):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
+    assert len(fresh.optimizer.variables) == len(model.optimizer.variables)
+    for got, want in zip(fresh.optimizer.variables, model.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
+    assert int(np.asarray(fresh.optimizer.iterations.numpy())) == 6
+
+
+def test_a_half_written_checkpoint_is_ignored(tmp_path):
+    x, y = _data()
+    model = _compiled_model()
+    model.fit(x, y, epochs=1, batch_size=4, verbose=0, callbacks=[ResumableCheckpoint(tmp_path)])
+    # What a crash while writing epoch 2 leaves behind: a temporary folder.
+    crashed = tmp_path / ".epoch-0002.tmp-99999"
+    crashed.mkdir()
+    (crashed / "model.weights.h5").write_bytes(b"truncated")
+    assert restore_latest(_compiled_model(), tmp_path) == 1
+    # The next checkpoint clears it away.
+    model.fit(x, y, epochs=2, initial_epoch=1, batch_size=4, verbose=0,
+              callbacks=[ResumableCheckpoint(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0001", "epoch-0002"]
+
+
+def test_no_checkpoint_means_epoch_zero(tmp_path):
+    model = _compiled_model()
+    before = [np.asarray(v.numpy()) for v in model.weights]
+    assert restore_latest(model, tmp_path / "missing") == 0
+    for got, want in zip(model.weights, before):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), want)
+
+
+def test_bad_use_raises_value_error(tmp_path):
+    x, y = _data()
+    model = _compiled_model()
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[ResumableCheckpoint(tmp_path)])
+    uncompiled = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="compile"):
+        restore_latest(uncompiled, tmp_path)
+    other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    other.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.0), loss="mse")
+    before = [np.asarray(v.numpy()) for v in other.weights]
+    with pytest.raises(ValueError, match="optimizer"):
+        restore_latest(other, tmp_path)
+    for got, want in zip(other.weights, before):  # left untouched
+        np.testing.assert_array_equal(np.asarray(got.numpy()), want)
+    with pytest.raises(ValueError, match="keep"):
+        ResumableCheckpoint(tmp_path, keep=0)

@@ -1,0 +1,30 @@
+"""Fixtures for the model tests: a small tokenizer trained on real Multi30k text."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from zoo.tokenizer import SubwordTokenizer
+
+
+def read_gz(path, limit: int | None = None) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    return lines[:limit] if limit else lines
+
+
+@pytest.fixture(scope="session")
+def multi30k_pairs(shared_data) -> list[tuple[str, str]]:
+    """The first 2,000 real English-German training pairs."""
+    folder = shared_data / "multi30k"
+    en = read_gz(folder / "train.en.gz", 2000)
+    de = read_gz(folder / "train.de.gz", 2000)
+    return list(zip(en, de))
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer(multi30k_pairs) -> SubwordTokenizer:
+    texts = [s for pair in multi30k_pairs for s in pair]
+    return SubwordTokenizer.train(texts, vocabulary_size=1000)

@@ -1,0 +1,186 @@
+"""Resumable training: per-epoch checkpoints of weights and optimizer state, and resuming.
+
+An interrupted run (a killed job, a pre-empted machine) starts again with the same command
+and continues where it stopped:
+
+    model.compile(optimizer=..., loss=...)
+    initial_epoch = restore_latest(model, "runs/translator/checkpoints")
+    model.fit(data, epochs=20, initial_epoch=initial_epoch,
+              callbacks=[ResumableCheckpoint("runs/translator/checkpoints")])
+
+Each checkpoint is a folder `epoch-NNNN/` holding
+
+- `model.weights.h5`: `model.save_weights` (Keras 3 also stores the compiled optimizer's
+  variables in it);
+- `optimizer.npz`: the optimizer's variables (step counter, moments, loss scale) in the order
+  of `optimizer.variables`, restored explicitly so that resuming never depends on Keras
+  matching optimizer variables by position inside the weights file;
+- `state.json`: the number of completed epochs and that epoch's logs.
+
+A checkpoint folder is written under a temporary name and renamed when complete, so a crash
+while writing leaves the previous checkpoint intact and never a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+WEIGHTS_FILE = "model.weights.h5"
+OPTIMIZER_FILE = "optimizer.npz"
+STATE_FILE = "state.json"
+_CHECKPOINT_NAME = re.compile(r"^epoch-(\d+)$")
+
+
+def _checkpoints(directory: Path) -> list[tuple[int, Path]]:
+    """The complete checkpoints in `directory`, oldest first."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.iterdir():
+        match = _CHECKPOINT_NAME.match(path.name)
+        if match and (path / STATE_FILE).is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
+    """The folder of the newest complete checkpoint in `directory`, or None if there is none."""
+    found = _checkpoints(Path(directory))
+    return found[-1][1] if found else None
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-friendly version of a logs value."""
+    try:
+        return float(np.asarray(value))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class ResumableCheckpoint(keras.callbacks.Callback):
+    """Writes a checkpoint of weights and optimizer state at the end of every epoch.
+
+    Args:
+        directory: The folder of the checkpoints; created if missing.
+        keep: How many of the newest checkpoints to keep (older ones are deleted).
+
+    Example:
+        >>> callback = ResumableCheckpoint("runs/vit/checkpoints", keep=2)
+        >>> model.fit(x, y, epochs=10, initial_epoch=restore_latest(model, callback.directory),
+        ...           callbacks=[callback])
+    """
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 2) -> None:
+        super().__init__()
+        if int(keep) < 1:
+            raise ValueError(f"keep must be at least 1; got {keep!r}")
+        self.directory = Path(directory)
+        self.keep = int(keep)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        completed = epoch + 1  # Keras numbers epochs from 0
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"epoch-{completed:04d}"
+        temporary = self.directory / f".{final.name}.tmp-{os.getpid()}"
+        if temporary.exists():
+            shutil.rmtree(temporary)
+        temporary.mkdir()
+
+        self.model.save_weights(str(temporary / WEIGHTS_FILE))
+        optimizer = self.model.optimizer
+        variables = list(optimizer.variables) if optimizer is not None else []
+        np.savez(
+            temporary / OPTIMIZER_FILE,
+            **{f"v{i:05d}": np.asarray(v.numpy()) for i, v in enumerate(variables)},
+        )
+        state = {
+            "epoch": completed,
+            "logs": {key: _plain(value) for key, value in (logs or {}).items()},
+            "optimizer_variables": [v.path for v in variables],
+        }
+        (temporary / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+        for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
+            _fsync(temporary / name)
+
+        if final.exists():  # left by an earlier run that started over in this folder
+            stale = self.directory / f".{final.name}.stale-{os.getpid()}"
+            os.replace(final, stale)
+            shutil.rmtree(stale)
+        os.replace(temporary, final)
+        _fsync(self.directory)
+        self._prune()
+
+    def _prune(self) -> None:
+        for _, path in _checkpoints(self.directory)[: -self.keep]:
+            shutil.rmtree(path, ignore_errors=True)
+        for path in self.directory.glob(".epoch-*.tmp-*"):
+            if path.name.endswith(f".tmp-{os.getpid()}"):
+                continue
+            shutil.rmtree(path, ignore_errors=True)  # left by a killed run
+
+
+def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
+    """Loads the newest checkpoint's weights and optimizer state into a compiled model.
+
+    Args:
+        model: A built and compiled model of the same architecture and optimizer as the one
+            that wrote the checkpoints.
+        directory: The folder `ResumableCheckpoint` writes to.
+
+    Returns:
+        The number of epochs the checkpoint had completed: the `initial_epoch` for
+        `model.fit`. 0 when there is no checkpoint yet (a fresh start).
+
+    Raises:
+        ValueError: If the model is not compiled, or the checkpoint's optimizer state does
+            not fit the model's optimizer.
+    """
+    checkpoint = latest_checkpoint(directory)
+    if checkpoint is None:
+        return 0
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None:
+        raise ValueError(
+            "restore_latest needs a compiled model (the optimizer state is restored too); "
+            "call model.compile(...) first"
+        )
+    if not optimizer.built:
+        optimizer.build(model.trainable_variables)
+
+    # Check the optimizer state first, so that a mismatch leaves the model untouched.
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    with np.load(checkpoint / OPTIMIZER_FILE) as stored:
+        values = [stored[key] for key in sorted(stored.files)]
+    variables = list(optimizer.variables)
+    if len(values) != len(variables):
+        raise ValueError(
+            f"the checkpoint {checkpoint} holds {len(values)} optimizer variables but the "
+            f"model's optimizer has {len(variables)}; was it compiled with another optimizer?"
+        )
+    for variable, value, path in zip(variables, values, state["optimizer_variables"]):
+        if tuple(variable.shape) != tuple(value.shape):
+            raise ValueError(
+                f"optimizer variable {variable.path} has shape {tuple(variable.shape)} but the "
+                f"checkpoint's {path} has shape {tuple(value.shape)}"
+            )
+
+    model.load_weights(str(checkpoint / WEIGHTS_FILE))
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+    return int(state["epoch"])

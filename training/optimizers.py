@@ -1,0 +1,125 @@
+"""The optimizers of the two papers: the Transformer's Adam, and AdamW for Vision Transformers.
+
+`transformer_adam` is section 5.3 of "Attention Is All You Need": Adam with beta_1 = 0.9,
+beta_2 = 0.98, epsilon = 1e-9 and the inverse square root warm-up schedule.
+
+`adamw_no_decay_on_norms` is the usual recipe for ViTs: decoupled weight decay on the weight
+matrices only. Normalisation scales and offsets, biases, position embeddings and the class
+token are not decayed: shrinking them towards zero is a prior nobody wants.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import keras
+
+from training.schedules import InverseSqrtWarmup
+
+# Substrings of a variable's path (e.g. "vit/block_0/layer_norm_1/gamma") that exclude it
+# from weight decay.
+NO_DECAY_KEYWORDS = ("norm", "bias", "position_embeddings", "class_token")
+
+
+def transformer_adam(
+    d_model: int,
+    warmup_steps: int = 4000,
+    clipnorm: float | None = None,
+    scale: float = 1.0,
+    **kwargs: Any,
+) -> keras.optimizers.Adam:
+    """Adam with the Transformer paper's hyper-parameters and learning-rate schedule.
+
+    Args:
+        d_model: The model width, for the schedule's `d_model^-0.5` factor.
+        warmup_steps: Steps of linear warm-up of the schedule.
+        clipnorm: If set, gradients are clipped to this global norm (all gradients together).
+        scale: A constant factor on the schedule.
+        **kwargs: Further `keras.optimizers.Adam` arguments (e.g. `gradient_accumulation_steps`).
+
+    Returns:
+        A `keras.optimizers.Adam` whose learning rate is an `InverseSqrtWarmup`.
+
+    Example:
+        >>> optimizer = transformer_adam(d_model=512, warmup_steps=4000, clipnorm=1.0)
+    """
+    return keras.optimizers.Adam(
+        learning_rate=InverseSqrtWarmup(d_model, warmup_steps=warmup_steps, scale=scale),
+        beta_1=kwargs.pop("beta_1", 0.9),
+        beta_2=kwargs.pop("beta_2", 0.98),
+        epsilon=kwargs.pop("epsilon", 1e-9),
+        global_clipnorm=clipnorm,
+        **kwargs,
+    )
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class SelectiveDecayAdamW(keras.optimizers.AdamW):
+    """AdamW that skips weight decay on variables whose path contains a keyword.
+
+    Keras' own `exclude_from_weight_decay(var_names=...)` matches the variable's short name
+    only ("gamma", "beta", "kernel"), which says nothing about the layer it belongs to; a
+    LayerNormalization's "gamma" could not be told apart. This optimizer matches the full
+    path ("encoder/layer_norm/gamma") and resolves it once, when the optimizer is built.
+
+    Args:
+        no_decay_keywords: Substrings of variable paths to leave undecayed.
+        **kwargs: `keras.optimizers.AdamW` arguments.
+    """
+
+    def __init__(self, no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.no_decay_keywords = tuple(str(k) for k in no_decay_keywords)
+
+    def build(self, var_list: list) -> None:
+        if self.no_decay_keywords and not self.built:
+            pattern = re.compile("|".join(re.escape(k) for k in self.no_decay_keywords))
+            excluded = [v for v in var_list if pattern.search(getattr(v, "path", v.name))]
+            # The variables themselves, not names: on TensorFlow the decay step sees
+            # tf.Variables whose names lost the Keras path.
+            self.exclude_from_weight_decay(var_list=excluded)
+        super().build(var_list)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config["no_decay_keywords"] = list(self.no_decay_keywords)
+        return config
+
+
+def adamw_no_decay_on_norms(
+    learning_rate: Any,
+    weight_decay: float = 0.05,
+    clipnorm: float | None = None,
+    no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS,
+    **kwargs: Any,
+) -> keras.optimizers.AdamW:
+    """AdamW with decay on weight matrices only.
+
+    Variables whose path contains "norm", "bias", "position_embeddings" or "class_token"
+    (or the given `no_decay_keywords`) are not decayed; they are still updated by the
+    gradient.
+
+    Args:
+        learning_rate: A float or a `LearningRateSchedule` (e.g. `WarmupCosine`).
+        weight_decay: The decoupled weight decay factor (multiplied by the learning rate).
+        clipnorm: If set, gradients are clipped to this global norm.
+        no_decay_keywords: Substrings of variable paths to leave undecayed.
+        **kwargs: Further `keras.optimizers.AdamW` arguments (`beta_1`, `beta_2`, ...).
+
+    Returns:
+        A `keras.optimizers.AdamW` (a `SelectiveDecayAdamW`).
+
+    Example:
+        >>> schedule = WarmupCosine(1e-3, total_steps=10_000, warmup_steps=500)
+        >>> optimizer = adamw_no_decay_on_norms(schedule, weight_decay=0.05, clipnorm=1.0)
+    """
+    if float(weight_decay) < 0:
+        raise ValueError(f"weight_decay must be >= 0; got {weight_decay!r}")
+    return SelectiveDecayAdamW(
+        no_decay_keywords=no_decay_keywords,
+        learning_rate=learning_rate,
+        weight_decay=weight_decay,
+        global_clipnorm=clipnorm,
+        **kwargs,
+    )

@@ -1,0 +1,73 @@
+"""Mixed-precision set-up: the global dtype policy, and loss scaling for float16.
+
+Call `set_precision` before building a model: Keras layers take the global policy when they
+are created. Under "mixed_bfloat16" and "mixed_float16" variables stay float32 and
+computations run in 16 bits.
+
+float16 has a narrow exponent range, so small gradients underflow to zero unless the loss is
+scaled up before differentiation and the gradients scaled back down: that is what
+`keras.optimizers.LossScaleOptimizer` does. Keras 3's `Model.compile` already wraps the
+optimizer in one when the *model's* dtype policy is "mixed_float16" (its `auto_scale_loss`
+argument, True by default), and it does not wrap an optimizer that is already a
+`LossScaleOptimizer`. So with `compile`/`fit`, `wrap_optimizer_for_precision` is not needed
+(calling it anyway is harmless: there is no double wrapping). It is for custom training loops,
+and for a model built under another policy than the one it is trained with. bfloat16 has
+float32's exponent range and needs no loss scaling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def set_precision(name: str) -> keras.DTypePolicy:
+    """Sets Keras' global dtype policy for the layers created afterwards.
+
+    Args:
+        name: "float32", "mixed_bfloat16" (TPUs, Ampere and newer GPUs) or "mixed_float16"
+            (older GPUs; needs loss scaling, which `compile` adds).
+
+    Returns:
+        The new global `keras.DTypePolicy`.
+
+    Raises:
+        ValueError: If `name` is not one of the three.
+
+    Example:
+        >>> set_precision("mixed_bfloat16")
+        >>> model = build_model()  # layers compute in bfloat16, variables stay float32
+    """
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
+    keras.mixed_precision.set_global_policy(name)
+    return keras.mixed_precision.global_policy()
+
+
+def wrap_optimizer_for_precision(
+    optimizer: keras.optimizers.Optimizer, policy: Any = None
+) -> keras.optimizers.Optimizer:
+    """Wraps `optimizer` in a `LossScaleOptimizer` when `policy` is "mixed_float16".
+
+    Args:
+        optimizer: A Keras optimizer (already wrapped ones are returned as they are).
+        policy: A policy name or `keras.DTypePolicy`; None means the global policy.
+
+    Returns:
+        A `keras.optimizers.LossScaleOptimizer` around `optimizer` for "mixed_float16",
+        otherwise `optimizer` itself.
+    """
+    if policy is None:
+        policy = keras.mixed_precision.global_policy()
+    if isinstance(policy, str):
+        policy = keras.DTypePolicy(policy)  # a ValueError naming the policy if unknown
+    if not isinstance(policy, keras.DTypePolicy):
+        raise ValueError(f"policy must be a policy name or a keras.DTypePolicy; got {policy!r}")
+    if policy.name != "mixed_float16" or isinstance(
+        optimizer, keras.optimizers.LossScaleOptimizer
+    ):
+        return optimizer
+    return keras.optimizers.LossScaleOptimizer(optimizer)

@@ -1,0 +1,201 @@
+"""Greedy and beam search over a key/value cache, written once with `keras.ops`.
+
+Both searches are a single `keras.ops.while_loop` over preallocated buffers, so the same code
+runs eagerly, inside `tf.function` (and hence in an exported SavedModel for TF Serving), and
+under `jax.jit` with no host synchronisation per token.
+
+The model side is one function:
+
+    next_logits(token_ids, index, cache) -> (logits, cache)
+
+`token_ids` is `(N, 1)` int32 (the token at position `index`), `logits` is `(N, vocab)`
+scores for the token at `index + 1`, and `cache` is a tuple of tensors whose first axis is
+`N` (beam search reorders it when beams change places).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import keras
+from keras import ops
+
+NextLogits = Callable[[Any, Any, tuple], tuple[Any, tuple]]
+
+# A log-probability that can never win but stays finite in float32 arithmetic.
+NEVER = -1e9
+
+
+def length_penalty(lengths: Any, alpha: float) -> Any:
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
+    return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
+
+
+def greedy_search(
+    next_logits: NextLogits,
+    cache: tuple,
+    batch_size: int,
+    max_length: int,
+    start_id: int,
+    end_id: int,
+    pad_id: int = 0,
+) -> tuple[Any, Any]:
+    """Picks the most probable token at every step until every sequence has ended.
+
+    Args:
+        next_logits: the model's step function (see the module docstring).
+        cache: initial cache, each tensor with `batch_size` as its first axis.
+        batch_size: number of sequences (static).
+        max_length: most tokens to generate (static), the end token included.
+        start_id: the token that starts every sequence.
+        end_id: the token that ends a sequence.
+        pad_id: the token written after a sequence has ended.
+
+    Returns:
+        `(tokens, scores)`: `(batch, max_length)` int32 generated tokens (without the start
+        token; `pad_id` after the end), and `(batch,)` float32 sums of token log-probabilities.
+    """
+    tokens = ops.concatenate(
+        [ops.full((batch_size, 1), start_id, "int32"),
+         ops.full((batch_size, max_length), pad_id, "int32")], axis=1)
+    finished = ops.zeros((batch_size,), "bool")
+    scores = ops.zeros((batch_size,), "float32")
+
+    def cond(i, tokens, finished, scores, cache):
+        return ops.logical_and(i < max_length, ops.logical_not(ops.all(finished)))
+
+    def body(i, tokens, finished, scores, cache):
+        current = ops.slice(tokens, [0, i], [batch_size, 1])
+        logits, cache = next_logits(current, i, cache)
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        best = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        best_log_prob = ops.max(log_probs, axis=-1)
+        best = ops.where(finished, pad_id, best)
+        scores = scores + ops.where(finished, 0.0, best_log_prob)
+        tokens = ops.slice_update(tokens, [0, i + 1], ops.expand_dims(best, 1))
+        finished = ops.logical_or(finished, ops.equal(best, end_id))
+        return i + 1, tokens, finished, scores, tuple(cache)
+
+    loop = (ops.convert_to_tensor(0, "int32"), tokens, finished, scores, tuple(cache))
+    _, tokens, _, scores, _ = ops.while_loop(cond, body, loop, maximum_iterations=max_length)
+    return tokens[:, 1:], scores
+
+
+def beam_search(
+    next_logits: NextLogits,
+    cache: tuple,
+    batch_size: int,
+    beam_size: int,
+    max_length: int,
+    start_id: int,
+    end_id: int,
+    pad_id: int = 0,
+    alpha: float = 0.6,
+) -> tuple[Any, Any]:
+    """Keeps the `beam_size` best hypotheses per sequence, ranked by length-normalised score.
+
+    Every hypothesis is scored by log P(y | x) / lp(|y|) with the GNMT penalty `lp`, at every
+    step, so that ended hypotheses (whose score no longer changes) compete fairly with those
+    still growing. An ended hypothesis is carried along unchanged; the loop stops once every
+    hypothesis of every sequence has ended, or after `max_length` tokens. With
+    `beam_size=1` this is exactly greedy search.
+
+    Args:
+        next_logits: the model's step function, called on `batch_size * beam_size` rows.
+        cache: initial cache for `batch_size * beam_size` rows (beam-major within a sequence:
+            row `b * beam_size + k`).
+        batch_size: number of sequences (static).
+        beam_size: hypotheses kept per sequence (static).
+        max_length: most tokens to generate (static).
+        start_id, end_id, pad_id: special tokens.
+        alpha: length-penalty exponent; 0 ranks by plain log-probability.
+
+    Returns:
+        `(tokens, scores)`: `(batch, beam, max_length)` int32 hypotheses, best first, and
+        their `(batch, beam)` float32 length-normalised scores.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1; got {beam_size}")
+    rows = batch_size * beam_size
+    tokens = ops.concatenate(
+        [ops.full((batch_size, beam_size, 1), start_id, "int32"),
+         ops.full((batch_size, beam_size, max_length), pad_id, "int32")], axis=2)
+    # Only the first hypothesis is alive at the start, so the first step expands one beam.
+    first = ops.concatenate(
+        [ops.zeros((batch_size, 1)), ops.full((batch_size, beam_size - 1), NEVER)], axis=1)
+    log_probs = ops.cast(first, "float32")
+    lengths = ops.zeros((batch_size, beam_size), "int32")
+    finished = ops.zeros((batch_size, beam_size), "bool")
+
+    def cond(i, tokens, log_probs, lengths, finished, cache):
+        return ops.logical_and(i < max_length, ops.logical_not(ops.all(finished)))
+
+    def body(i, tokens, log_probs, lengths, finished, cache):
+        current = ops.reshape(ops.slice(tokens, [0, 0, i], [batch_size, beam_size, 1]),
+                              (rows, 1))
+        logits, cache = next_logits(current, i, cache)
+        step = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        vocabulary = step.shape[-1]
+        step = ops.reshape(step, (batch_size, beam_size, vocabulary))
+        # An ended hypothesis may only continue with padding, at no cost.
+        only_pad = ops.where(ops.arange(vocabulary) == pad_id, 0.0, NEVER)
+        step = ops.where(ops.expand_dims(finished, -1), only_pad, step)
+        candidate_log_probs = ops.expand_dims(log_probs, -1) + step  # (batch, beam, vocab)
+        candidate_lengths = ops.where(finished, lengths, i + 1)
+        candidate_scores = candidate_log_probs / ops.expand_dims(
+            length_penalty(candidate_lengths, alpha), -1)
+        flat_scores = ops.reshape(candidate_scores, (batch_size, beam_size * vocabulary))
+        _, chosen = ops.top_k(flat_scores, k=beam_size)  # (batch, beam), best first
+        chosen = ops.cast(chosen, "int32")
+        source_beam = chosen // vocabulary
+        token = chosen % vocabulary
+        log_probs = ops.take_along_axis(
+            ops.reshape(candidate_log_probs, (batch_size, beam_size * vocabulary)), chosen,
+            axis=1)
+        tokens = ops.take_along_axis(tokens, ops.expand_dims(source_beam, -1), axis=1)
+        tokens = ops.slice_update(tokens, [0, 0, i + 1], ops.expand_dims(token, -1))
+        was_finished = ops.take_along_axis(finished, source_beam, axis=1)
+        lengths = ops.where(
+            was_finished, ops.take_along_axis(lengths, source_beam, axis=1), i + 1)
+        finished = ops.logical_or(was_finished, ops.equal(token, end_id))
+        # Reorder the cache rows to follow their hypotheses.
+        rows_taken = ops.reshape(
+            ops.expand_dims(ops.arange(batch_size, dtype="int32") * beam_size, 1)
+            + source_beam, (rows,))
+        cache = tuple(ops.take(c, rows_taken, axis=0) for c in cache)
+        return i + 1, tokens, log_probs, lengths, finished, cache
+
+    loop = (ops.convert_to_tensor(0, "int32"), tokens, log_probs, lengths, finished,
+            tuple(cache))
+    _, tokens, log_probs, lengths, _, _ = ops.while_loop(
+        cond, body, loop, maximum_iterations=max_length)
+    scores = log_probs / length_penalty(ops.maximum(lengths, 1), alpha)
+    # Sort once more: the last step ranked candidates, but an early stop keeps that order.
+    order = ops.cast(ops.argsort(-scores, axis=1), "int32")
+    tokens = ops.take_along_axis(tokens, ops.expand_dims(order, -1), axis=1)
+    scores = ops.take_along_axis(scores, order, axis=1)
+    return tokens[:, :, 1:], scores
+
+
+def compile_for_backend(fn: Callable, model: keras.Model) -> Callable:
+    """Compiles `fn(*tensors)` that reads `model`'s weights, once per input shape.
+
+    TensorFlow: a `tf.function` (traced once per shape). JAX: `jax.jit` over the model's
+    variable values, passed in through a `keras.StatelessScope`, so weights updated by
+    training are seen without recompiling. Other backends: `fn` as it is.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn)
+    if backend == "jax":
+        import jax
+
+        def stateless(values: list, *args: Any) -> Any:
+            with keras.StatelessScope(state_mapping=list(zip(model.variables, values))):
+                return fn(*args)
+
+        jitted = jax.jit(stateless)
+        return lambda *args: jitted([v.value for v in model.variables], *args)
+    return fn

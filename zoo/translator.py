@@ -1,0 +1,411 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need", as a `keras.Model`.
+
+    source ids -> TokenEmbedding * sqrt(d) + PE -> N x EncoderBlock            -> memory
+    target ids -> TokenEmbedding * sqrt(d) + PE -> N x DecoderBlock(memory)    -> E^T -> logits
+
+One embedding matrix is shared by source, target and the output projection (section 3.4):
+the tokenizer is a joint subword vocabulary. The tokenizer travels inside the `.keras` file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from layers.token_embedding import TokenEmbedding
+from layers.transformer_decoder import TransformerDecoderBlock
+from layers.transformer_encoder import TransformerEncoderBlock
+from zoo.decoding import beam_search, compile_for_backend, greedy_search
+from zoo.tokenizer import SubwordTokenizer
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The paper's base model (Table 3): 6+6 layers, d_model 512, 8 heads, d_ff 2048.
+    "transformer-base": dict(hidden_dim=512, num_encoder_layers=6, num_decoder_layers=6,
+                             num_heads=8, intermediate_dim=2048, dropout=0.1),
+    # Sized for Multi30k's 29,000 pairs (3+3 layers, d 256, as in the smaller published
+    # Multi30k baselines).
+    "transformer-multi30k": dict(hidden_dim=256, num_encoder_layers=3, num_decoder_layers=3,
+                                 num_heads=8, intermediate_dim=1024, dropout=0.1),
+    # Trains in minutes on a CPU; for tests and the interim shipped model.
+    "transformer-tiny": dict(hidden_dim=128, num_encoder_layers=2, num_decoder_layers=2,
+                             num_heads=4, intermediate_dim=256, dropout=0.1),
+}
+
+TOKENIZER_ASSET = "tokenizer.model"
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class Translator(keras.Model):
+    """Encoder-decoder Transformer translator with cached greedy and beam search.
+
+    Args:
+        vocabulary_size: size of the joint source/target subword vocabulary.
+        hidden_dim: d_model.
+        num_encoder_layers: encoder blocks.
+        num_decoder_layers: decoder blocks.
+        num_heads: attention heads.
+        intermediate_dim: feed-forward width d_ff.
+        dropout: residual and embedding dropout (P_drop).
+        attention_dropout: dropout on attention weights.
+        activation: feed-forward activation.
+        normalize_first: pre-norm blocks (with a final LayerNorm) instead of post-norm.
+        max_source_length: longest source, in tokens; longer inputs are truncated.
+        max_target_length: longest output, in tokens.
+        tokenizer: the `SubwordTokenizer` (needed by `translate`; stored with the model).
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: `{"source_ids": (batch, S), "target_ids": (batch, T)}` int32, padded with 0;
+            `target_ids` starts with the start token (teacher forcing).
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, T, vocabulary_size)` float32 logits for the next target token.
+
+    Example:
+    >>> model = Translator.from_preset("transformer-tiny", tokenizer=tokenizer)
+    >>> model.translate(["A dog runs."], beam_size=4)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        hidden_dim: int = 512,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        num_heads: int = 8,
+        intermediate_dim: int = 2048,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation: str = "relu",
+        normalize_first: bool = False,
+        max_source_length: int = 128,
+        max_target_length: int = 128,
+        tokenizer: SubwordTokenizer | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.vocabulary_size = int(vocabulary_size)
+        self.hidden_dim = int(hidden_dim)
+        self.num_encoder_layers = int(num_encoder_layers)
+        self.num_decoder_layers = int(num_decoder_layers)
+        self.num_heads = int(num_heads)
+        self.intermediate_dim = int(intermediate_dim)
+        self.dropout = float(dropout)
+        self.attention_dropout = float(attention_dropout)
+        self.activation = activation
+        self.normalize_first = bool(normalize_first)
+        self.max_source_length = int(max_source_length)
+        self.max_target_length = int(max_target_length)
+        self.tokenizer = tokenizer
+        if tokenizer is not None and tokenizer.vocabulary_size != self.vocabulary_size:
+            raise ValueError(
+                f"the tokenizer has {tokenizer.vocabulary_size} pieces but vocabulary_size is "
+                f"{self.vocabulary_size}"
+            )
+        policy = self.dtype_policy
+        self.embedding = TokenEmbedding(self.vocabulary_size, self.hidden_dim, dtype=policy,
+                                        name="token_embedding")
+        self.position_encoding = SinusoidalPositionEncoding(dtype=policy,
+                                                            name="position_encoding")
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        block_args = dict(num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
+                          dropout=self.dropout, attention_dropout=self.attention_dropout,
+                          activation=self.activation, normalize_first=self.normalize_first,
+                          dtype=policy)
+        self.encoder_blocks = [TransformerEncoderBlock(**block_args, name=f"encoder_{i}")
+                               for i in range(self.num_encoder_layers)]
+        self.decoder_blocks = [TransformerDecoderBlock(**block_args, name=f"decoder_{i}")
+                               for i in range(self.num_decoder_layers)]
+        # Pre-norm stacks end with a LayerNorm (post-norm blocks already end with one).
+        self.encoder_norm = self.decoder_norm = None
+        if self.normalize_first:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=1e-5, dtype=policy, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=1e-5, dtype=policy, name="decoder_norm")
+        self._search_functions: dict = {}
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def from_preset(cls, preset: str, tokenizer: SubwordTokenizer,
+                    **overrides: Any) -> "Translator":
+        """A new (untrained) translator of a named size for `tokenizer`'s vocabulary."""
+        if preset not in PRESETS:
+            raise ValueError(
+                f"unknown translator preset {preset!r}; presets are {sorted(PRESETS)}")
+        config = {**PRESETS[preset], **overrides}
+        return cls(vocabulary_size=tokenizer.vocabulary_size, tokenizer=tokenizer, **config)
+
+    # ------------------------------------------------------------------ forward passes
+    def _embed(self, token_ids: Any, start_index: Any = 0, training: bool | None = None
+               ) -> Any:
+        x = self.embedding(token_ids)
+        x = x + self.position_encoding(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def encode(self, source_ids: Any, training: bool | None = None) -> tuple[Any, Any]:
+        """Encodes `(batch, S)` source ids; returns `(memory (batch, S, d), mask (batch, S))`."""
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        mask = ops.not_equal(source_ids, 0)
+        x = self._embed(source_ids, training=training)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=mask, training=training)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x, mask
+
+    def decode(self, target_ids: Any, memory: Any, source_mask: Any,
+               training: bool | None = None, return_attention_scores: bool = False) -> Any:
+        """Teacher-forced decoder pass: `(batch, T, vocab)` float32 logits.
+
+        With `return_attention_scores`, also returns the cross-attention weights of every
+        decoder block, a list of `(batch, heads, T, S)` arrays.
+        """
+        target_ids = ops.convert_to_tensor(target_ids, "int32")
+        target_mask = ops.not_equal(target_ids, 0)
+        x = self._embed(target_ids, training=training)
+        cross = []
+        for block in self.decoder_blocks:
+            out = block(x, memory, decoder_padding_mask=target_mask,
+                        encoder_padding_mask=source_mask, training=training,
+                        return_attention_scores=return_attention_scores)
+            if return_attention_scores:
+                x, scores = out
+                cross.append(scores["cross_attention"])
+            else:
+                x = out
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        logits = self.embedding(x, reverse=True)
+        return (logits, cross) if return_attention_scores else logits
+
+    def call(self, inputs: dict, training: bool | None = None) -> Any:
+        if not isinstance(inputs, dict) or not {"source_ids", "target_ids"} <= set(inputs):
+            raise ValueError(
+                "Translator expects a dict with 'source_ids' and 'target_ids'; got "
+                f"{type(inputs).__name__} {sorted(inputs) if isinstance(inputs, dict) else ''}")
+        memory, source_mask = self.encode(inputs["source_ids"], training=training)
+        return self.decode(inputs["target_ids"], memory, source_mask, training=training)
+
+    # ------------------------------------------------------------------ incremental decoding
+    def initial_cache(self, memory: Any, max_length: int) -> tuple[Any, Any]:
+        """Caches for `decode_step`: an empty self-attention cache for `max_length` target
+        positions, and the cross-attention keys/values of `memory`, computed once.
+
+        Returns:
+            `(self_cache, cross_cache)`, each batch-major: `(batch, layers, 2, length, heads,
+            head_dim)`.
+        """
+        batch = ops.shape(memory)[0]
+        self_cache = ops.stack(
+            [b.empty_self_attention_cache(batch, max_length) for b in self.decoder_blocks],
+            axis=1)
+        cross_cache = ops.stack(
+            [b.compute_cross_attention_cache(memory) for b in self.decoder_blocks], axis=1)
+        return self_cache, cross_cache
+
+    def decode_step(self, token_ids: Any, index: Any, self_cache: Any, cross_cache: Any,
+                    source_mask: Any) -> tuple[Any, Any]:
+        """Logits for the token after position `index`, given the token at `index`.
+
+        Args:
+            token_ids: `(batch, 1)` int32, the target token at position `index`.
+            index: its position (int or scalar tensor).
+            self_cache: from `initial_cache` or the previous step.
+            cross_cache: from `initial_cache`.
+            source_mask: `(batch, S)` source padding mask.
+
+        Returns:
+            `(logits (batch, vocab) float32, updated self_cache)`.
+        """
+        x = self._embed(token_ids, start_index=index)
+        updated = []
+        for i, block in enumerate(self.decoder_blocks):
+            x, layer_cache, _ = block(
+                x, encoder_padding_mask=source_mask,
+                self_attention_cache=self_cache[:, i],
+                self_attention_cache_update_index=index,
+                cross_attention_cache=cross_cache[:, i])
+            updated.append(layer_cache)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        logits = self.embedding(x, reverse=True)[:, 0, :]
+        return logits, ops.stack(updated, axis=1)
+
+    def generate(self, source_ids: Any, beam_size: int = 4, max_length: int | None = None,
+                 alpha: float = 0.6) -> tuple[Any, Any]:
+        """Searches target ids for `(batch, S)` source ids (not compiled; see `search`).
+
+        Returns:
+            `(tokens, scores)`: with `beam_size` 1, greedy `(batch, L)` tokens and `(batch,)`
+            log-probabilities; otherwise `(batch, beam, L)` and `(batch, beam)`
+            length-normalised scores, best first.
+        """
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        batch = source_ids.shape[0]
+        if max_length is None:
+            max_length = self.default_max_length(source_ids.shape[1])
+        memory, source_mask = self.encode(source_ids)
+        if beam_size > 1:
+            # Every sentence's rows repeated beam_size times (row b * beam + k).
+            memory = ops.repeat(memory, beam_size, axis=0)
+            source_mask = ops.repeat(source_mask, beam_size, axis=0)
+        self_cache, cross_cache = self.initial_cache(memory, max_length + 1)
+
+        def next_logits(tokens: Any, index: Any, cache: tuple) -> tuple[Any, tuple]:
+            logits, new_cache = self.decode_step(tokens, index, cache[0], cross_cache,
+                                                 source_mask)
+            return logits, (new_cache,)
+
+        tok = self.tokenizer
+        start, end = (tok.start_id, tok.end_id) if tok is not None else (2, 3)
+        if beam_size == 1:
+            return greedy_search(next_logits, (self_cache,), batch, max_length, start, end)
+        return beam_search(next_logits, (self_cache,), batch, beam_size, max_length, start,
+                           end, alpha=alpha)
+
+    def default_max_length(self, source_length: int) -> int:
+        """Output budget relative to the source: 1.5 x source + 10 tokens, capped."""
+        return int(min(self.max_target_length, 1.5 * source_length + 10))
+
+    def search(self, source_ids: np.ndarray, beam_size: int = 4, max_length: int | None = None,
+               alpha: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
+        """`generate`, compiled once per (batch, source length, beam, length, alpha)."""
+        source_ids = np.asarray(source_ids, dtype="int32")
+        if not self.built:
+            # Create every variable eagerly: a compiled function must not create state.
+            self({"source_ids": source_ids[:1, :1], "target_ids": np.full((1, 1), 2, "int32")})
+        if max_length is None:
+            max_length = self.default_max_length(source_ids.shape[1])
+        key = (source_ids.shape, beam_size, max_length, alpha)
+        if key not in self._search_functions:
+            self._search_functions[key] = compile_for_backend(
+                lambda ids: self.generate(ids, beam_size, max_length, alpha), self)
+        tokens, scores = self._search_functions[key](source_ids)
+        return np.asarray(ops.convert_to_numpy(tokens)), np.asarray(ops.convert_to_numpy(scores))
+
+    # ------------------------------------------------------------------ text in, text out
+    def _require_tokenizer(self) -> SubwordTokenizer:
+        if self.tokenizer is None:
+            raise ValueError("this translator has no tokenizer; pass tokenizer=... when "
+                             "creating it")
+        return self.tokenizer
+
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Source texts to `(batch, S)` ids, S rounded up to a multiple of 8 (fewer shapes
+        to compile), truncated at `max_source_length` with a warning."""
+        tokenizer = self._require_tokenizer()
+        encoded = tokenizer.encode(list(texts), max_length=self.max_source_length)
+        longest = max(len(ids) for ids in encoded)
+        width = min(self.max_source_length, -(-longest // 8) * 8)
+        batch = np.zeros((len(encoded), width), "int32")
+        for row, ids in enumerate(encoded):
+            batch[row, :len(ids)] = ids
+        return batch
+
+    def translate(self, texts: Sequence[str] | str, beam_size: int = 4,
+                  max_length: int | None = None, alpha: float = 0.6,
+                  batch_size: int = 64, return_scores: bool = False) -> Any:
+        """Translates a list of sentences.
+
+        Args:
+            texts: source sentences (a single string is treated as a list of one).
+            beam_size: 1 for greedy search.
+            max_length: most output tokens; by default 1.5 x source length + 10.
+            alpha: GNMT length-penalty exponent.
+            batch_size: sentences decoded together.
+            return_scores: also return each translation's score.
+
+        Returns:
+            `list[str]`, or `(list[str], list[float])` with `return_scores`. Empty or blank
+            inputs give empty translations.
+        """
+        if isinstance(texts, (str, bytes)):
+            texts = [texts]
+        tokenizer = self._require_tokenizer()
+        texts = [_as_text(t, i) for i, t in enumerate(texts)]
+        outputs, scores = [""] * len(texts), [0.0] * len(texts)
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            ids = self.encode_texts([texts[i] for i in chunk])
+            tokens, chunk_scores = self.search(ids, beam_size, max_length, alpha)
+            if beam_size > 1:
+                tokens, chunk_scores = tokens[:, 0], chunk_scores[:, 0]
+            for i, text, score in zip(chunk, tokenizer.decode(tokens), chunk_scores):
+                outputs[i], scores[i] = text, float(score)
+        return (outputs, scores) if return_scores else outputs
+
+    def cross_attention(self, text: str, translation: str | None = None,
+                        beam_size: int = 4) -> tuple[list[str], list[str], np.ndarray]:
+        """Source-by-target alignment of one sentence pair, for a heatmap.
+
+        Runs the decoder over the (given or generated) translation and averages the last
+        decoder block's cross-attention over heads.
+
+        Returns:
+            `(source_pieces, target_pieces, weights (target, source))`.
+        """
+        tokenizer = self._require_tokenizer()
+        if translation is None:
+            translation = self.translate([text], beam_size=beam_size)[0]
+        source = np.array(tokenizer.encode([text], max_length=self.max_source_length), "int32")
+        target = tokenizer.encode([translation], add_start=True, add_end=False)
+        target = np.array(target, "int32")
+        memory, mask = self.encode(source)
+        _, cross = self.decode(target, memory, mask, return_attention_scores=True)
+        weights = np.asarray(ops.convert_to_numpy(ops.mean(cross[-1], axis=1)))[0]
+        pieces = tokenizer.id_to_piece if hasattr(tokenizer, "id_to_piece") else str
+        source_pieces = [pieces(int(i)) for i in source[0]]
+        # Row t of the weights predicts target token t + 1: label rows by what they predict.
+        target_pieces = [pieces(int(i)) for i in target[0][1:]] + ["</s>"]
+        return source_pieces, target_pieces, weights
+
+    # ------------------------------------------------------------------ saving
+    def save_assets(self, dir_path: str) -> None:
+        if self.tokenizer is not None:
+            self.tokenizer.save(os.path.join(dir_path, TOKENIZER_ASSET), overwrite=True)
+
+    def load_assets(self, dir_path: str) -> None:
+        path = os.path.join(dir_path, TOKENIZER_ASSET)
+        if os.path.exists(path):
+            self.tokenizer = SubwordTokenizer.from_file(path)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "hidden_dim": self.hidden_dim,
+            "num_encoder_layers": self.num_encoder_layers,
+            "num_decoder_layers": self.num_decoder_layers,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation": self.activation,
+            "normalize_first": self.normalize_first,
+            "max_source_length": self.max_source_length,
+            "max_target_length": self.max_target_length,
+        })
+        return config
+
+
+def _as_text(text: Any, position: int) -> str:
+    """A source sentence as `str`; bytes must be UTF-8."""
+    if isinstance(text, bytes):
+        try:
+            return text.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"input {position} is not valid UTF-8 ({error.reason} at byte {error.start}): "
+                f"{text[:40]!r}") from None
+    if not isinstance(text, str):
+        raise TypeError(f"translate expects strings; input {position} is "
+                        f"{type(text).__name__}: {text!r}")
+    return text
