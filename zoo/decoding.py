@@ -45,7 +45,8 @@ def greedy_search(
     Args:
         next_logits: the model's step function (see the module docstring).
         cache: initial cache, each tensor with `batch_size` as its first axis.
-        batch_size: number of sequences (static).
+        batch_size: number of sequences (an int; a scalar tensor inside a TensorFlow graph
+            of unknown batch size).
         max_length: most tokens to generate (static), the end token included.
         start_id: the token that starts every sequence.
         end_id: the token that ends a sequence.
@@ -104,7 +105,8 @@ def beam_search(
         next_logits: the model's step function, called on `batch_size * beam_size` rows.
         cache: initial cache for `batch_size * beam_size` rows (beam-major within a sequence:
             row `b * beam_size + k`).
-        batch_size: number of sequences (static).
+        batch_size: number of sequences (an int; a scalar tensor inside a TensorFlow graph
+            of unknown batch size).
         beam_size: hypotheses kept per sequence (static).
         max_length: most tokens to generate (static).
         start_id, end_id, pad_id: special tokens.

@@ -248,7 +248,7 @@ class Translator(keras.Model):
             length-normalised scores, best first.
         """
         source_ids = ops.convert_to_tensor(source_ids, "int32")
-        batch = source_ids.shape[0]
+        batch = ops.shape(source_ids)[0]  # an int, or a tensor in a graph of unknown batch
         if max_length is None:
             max_length = self.default_max_length(source_ids.shape[1])
         memory, source_mask = self.encode(source_ids)
@@ -270,6 +270,13 @@ class Translator(keras.Model):
         return beam_search(next_logits, (self_cache,), batch, beam_size, max_length, start,
                            end, alpha=alpha)
 
+    def ensure_built(self) -> None:
+        """Creates every variable with one tiny eager call, if that has not happened yet
+        (a compiled search or an export must not create state)."""
+        if not self.built:
+            self({"source_ids": np.ones((1, 1), "int32"),
+                  "target_ids": np.full((1, 1), 2, "int32")})
+
     def default_max_length(self, source_length: int) -> int:
         """Output budget relative to the source: 1.5 x source + 10 tokens, capped."""
         return int(min(self.max_target_length, 1.5 * source_length + 10))
@@ -278,9 +285,7 @@ class Translator(keras.Model):
                alpha: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
         """`generate`, compiled once per (batch, source length, beam, length, alpha)."""
         source_ids = np.asarray(source_ids, dtype="int32")
-        if not self.built:
-            # Create every variable eagerly: a compiled function must not create state.
-            self({"source_ids": source_ids[:1, :1], "target_ids": np.full((1, 1), 2, "int32")})
+        self.ensure_built()
         if max_length is None:
             max_length = self.default_max_length(source_ids.shape[1])
         key = (source_ids.shape, beam_size, max_length, alpha)

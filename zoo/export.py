@@ -1,0 +1,208 @@
+"""SavedModels for TensorFlow Serving: text in, text out; image bytes in, labels out.
+
+`export_model` writes `DIR/<name>/<version>/`, the layout TF Serving watches, with
+
+- the translator's `serving_default`: `tf.string [batch]` sentences -> `translations`
+  (`tf.string`) and `scores`; SentencePiece tokenization (TF Text ops), the encoder, beam
+  search (a `while_loop` over the key/value cache) and detokenization run in the graph; and
+  `translate_ids`: int32 source ids -> generated ids and scores;
+- the ViT's `serving_default`: encoded JPEG/PNG bytes `tf.string [batch]` -> top-k `labels`
+  and `probabilities`, with decoding, resizing and normalisation in the graph; and
+  `classify_pixels`: float pixels `[batch, H, W, 3]` in 0..255;
+- `assets.extra/tf_serving_warmup_requests`, PredictionLog records that TF Serving replays at
+  load time so the first real request does not pay for graph warm-up.
+
+Only TensorFlow and TF Text ops are in the graphs: stock TF Serving runs them, and so does a
+process that imports nothing but `tensorflow` and `tensorflow_text`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import keras
+
+SERVING_SIGNATURE = "serving_default"
+
+
+def _require_tensorflow_backend() -> None:
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            f"export needs the TensorFlow backend (KERAS_BACKEND=tensorflow); this process "
+            f"runs {keras.backend.backend()!r}. Weights trained on another backend load "
+            "unchanged: export them from a TensorFlow process")
+
+
+def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
+                         ) -> tuple[Any, Any, Any]:
+    """The two `tf.function`s of an exported translator and the tokenizer layer they use."""
+    import tensorflow as tf
+
+    tokenizer = model.tokenizer.to_keras_hub()
+    tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
+    end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
+    max_length = model.default_max_length(model.max_source_length)
+
+    def search(source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        tokens, scores = model.generate(source_ids, beam_size=beam_size,
+                                        max_length=max_length, alpha=alpha)
+        if beam_size > 1:
+            tokens, scores = tokens[:, 0], scores[:, 0]
+        # Everything after the first end token becomes padding.
+        ended = tf.cumsum(tf.cast(tf.equal(tokens, end_id), tf.int32), axis=1, exclusive=True)
+        return tf.where(ended > 0, pad_id, tokens), scores
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def translate(sentences: tf.Tensor) -> dict:
+        pieces = tokenizer(sentences)  # ragged (batch, None)
+        if isinstance(pieces, tf.Tensor):
+            pieces = tf.RaggedTensor.from_tensor(pieces, padding=pad_id)
+        pieces = pieces[:, : model.max_source_length - 1]  # long inputs are truncated
+        ends = tf.fill([tf.shape(sentences)[0], 1], end_id)
+        source_ids = tf.concat([tf.cast(pieces, tf.int32), ends], axis=1).to_tensor(pad_id)
+        tokens, scores = search(source_ids)
+        texts = tokenizer.detokenize(tokens)
+        blank = tf.equal(tf.strings.length(tf.strings.strip(sentences)), 0)
+        return {
+            "translations": tf.where(blank, tf.constant(""), tf.reshape(texts, [-1])),
+            "scores": tf.where(blank, 0.0, scores),
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    def translate_ids(source_ids: tf.Tensor) -> dict:
+        tokens, scores = search(source_ids)
+        return {"target_ids": tokens, "scores": scores}
+
+    return translate, translate_ids, tokenizer
+
+
+def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
+    """The two `tf.function`s of an exported ViT: image bytes and float pixels."""
+    import tensorflow as tf
+
+    size = model.image_size
+    names = list(model.class_names or [f"class_{i}" for i in range(model.num_classes)])
+    k = min(top_k, len(names))
+
+    def top(pixels: tf.Tensor) -> dict:
+        probabilities = tf.nn.softmax(tf.cast(model(pixels, training=False), tf.float32))
+        best, indices = tf.math.top_k(probabilities, k=k)
+        return {"labels": tf.gather(tf.constant(names), indices), "probabilities": best,
+                "class_ids": indices}
+
+    def decode(data: tf.Tensor) -> tf.Tensor:
+        # decode_image reads JPEG, PNG, GIF and BMP; corrupt bytes fail this request with
+        # InvalidArgument. Grayscale and RGBA become RGB, 16-bit PNGs 8-bit.
+        image = tf.io.decode_image(data, channels=3, dtype=tf.uint8, expand_animations=False)
+        return tf.image.resize(tf.cast(image, tf.float32), [size, size], antialias=True)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+    def classify_bytes(images: tf.Tensor) -> dict:
+        pixels = tf.map_fn(decode, images, fn_output_signature=tf.TensorSpec(
+            [size, size, 3], tf.float32))
+        return top(pixels)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32,
+                                                name="pixels")])
+    def classify_pixels(pixels: tf.Tensor) -> dict:
+        return top(tf.image.resize(pixels, [size, size], antialias=True))
+
+    return classify_bytes, classify_pixels
+
+
+def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
+                          inputs: dict[str, Any]) -> Path:
+    """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SERVING_SIGNATURE))
+    for key, value in inputs.items():
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+    log = prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request))
+    folder = Path(export_dir) / "assets.extra"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tf_serving_warmup_requests"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(log.SerializeToString())
+    return path
+
+
+def write_models_config(repository: str | os.PathLike) -> Path:
+    """Writes `models.config` for TF Serving's `--model_config_file`: every model folder."""
+    repository = Path(repository)
+    entries = []
+    for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
+        if any(v.name.isdigit() for v in folder.iterdir()):
+            entries.append(
+                "  config {\n"
+                f"    name: \"{folder.name}\"\n"
+                f"    base_path: \"/models/{folder.name}\"\n"
+                "    model_platform: \"tensorflow\"\n"
+                "  }\n")
+    path = repository / "models.config"
+    path.write_text("model_config_list {\n" + "".join(entries) + "}\n")
+    return path
+
+
+def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
+                 force: bool = False, beam_size: int = 4, alpha: float = 0.6,
+                 top_k: int = 5, name: str | None = None) -> Path:
+    """Exports a zoo model to `output/<name>/<version>/` for TF Serving.
+
+    Args:
+        name_or_path: a shipped model name or a path (see `zoo.load`).
+        output: the model repository folder.
+        version: the version number (a positive int).
+        force: replace an existing version folder.
+        beam_size, alpha: the translator's search, fixed in the graph.
+        top_k: how many labels the ViT returns.
+        name: the served model's name; the shipped name or the file's stem by default.
+
+    Returns:
+        The version folder written.
+    """
+    import tensorflow as tf
+
+    import zoo
+    from zoo.translator import Translator
+
+    _require_tensorflow_backend()
+    if int(version) < 1:
+        raise ValueError(f"version must be a positive integer; got {version}")
+    model = zoo.load(name_or_path)
+    if name is None:
+        path = Path(name_or_path)
+        name = path.parent.name if path.name == "model.keras" else path.stem
+    target = Path(output) / name / str(int(version))
+    if target.exists():
+        if not force:
+            raise FileExistsError(f"{target} exists; pass --force to replace it")
+        shutil.rmtree(target)
+
+    if hasattr(model, "ensure_built"):
+        model.ensure_built()
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    if isinstance(model, Translator):
+        translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
+        archive.track(tokenizer)
+        archive.add_endpoint(SERVING_SIGNATURE, translate)
+        archive.add_endpoint("translate_ids", translate_ids)
+        warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
+    else:
+        classify_bytes, classify_pixels = vit_endpoints(model, top_k)
+        archive.add_endpoint(SERVING_SIGNATURE, classify_bytes)
+        archive.add_endpoint("classify_pixels", classify_pixels)
+        blank = tf.zeros([model.image_size, model.image_size, 3], tf.uint8)
+        warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    archive.write_out(str(target), verbose=False)
+    write_warmup_requests(target, name, warmup)
+    write_models_config(Path(output))
+    return target

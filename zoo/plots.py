@@ -1,0 +1,75 @@
+"""Pictures for people: translation alignments, attention over images, confusion matrices."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.ndarray,
+                   path: str | os.PathLike) -> None:
+    """Heatmap of cross-attention: one row per target piece, one column per source piece."""
+    weights = np.asarray(weights)
+    if weights.shape != (len(target), len(source)):
+        raise ValueError(f"weights of shape {weights.shape} do not match {len(target)} target "
+                         f"and {len(source)} source pieces")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(0.45 * len(source) + 2, 0.45 * len(target) + 1.5))
+    ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)
+    ax.set_xticks(range(len(source)), source, rotation=90)
+    ax.set_yticks(range(len(target)), target)
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_attention_overlay(image: np.ndarray, heat: np.ndarray,
+                           path: str | os.PathLike) -> None:
+    """The image beside itself with an attention map (any grid size) laid over it."""
+    plt = _pyplot()
+    image = np.asarray(image).astype("uint8")
+    heat = np.asarray(heat, "float32")
+    heat = (heat - heat.min()) / max(float(heat.max() - heat.min()), 1e-12)
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.imshow(image, interpolation="nearest")
+        ax.axis("off")
+    h, w = image.shape[:2]
+    axes[1].imshow(heat, cmap="jet", alpha=0.5, extent=(0, w, h, 0), interpolation="bilinear")
+    axes[0].set_title("image")
+    axes[1].set_title("attention rollout")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
+                          path: str | os.PathLike) -> None:
+    """Counts of (true class, predicted class), rows the truth."""
+    plt = _pyplot()
+    matrix = np.asarray(matrix)
+    fig, ax = plt.subplots(figsize=(0.6 * len(class_names) + 2, 0.6 * len(class_names) + 1.5))
+    ax.imshow(matrix, cmap="Blues")
+    for (i, j), count in np.ndenumerate(matrix):
+        ax.text(j, i, int(count), ha="center", va="center", fontsize=7,
+                color="white" if count > matrix.max() / 2 else "black")
+    ax.set_xticks(range(len(class_names)), class_names, rotation=90)
+    ax.set_yticks(range(len(class_names)), class_names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
