@@ -1,0 +1,116 @@
+"""Exported SavedModels, checked the way TF Serving would use them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tests.zoo.conftest import read_gz
+from zoo.export import export_model
+from zoo.translator import Translator
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                                reason="export runs on the TensorFlow backend")
+
+SERVER_IMPORTS = "import tensorflow as tf, tensorflow_text, json, sys\n"
+
+
+def run_like_a_server(code: str) -> list:
+    """Runs `code` in a fresh process that imports only TensorFlow and TF Text, and checks
+    that nothing of ours (nor Keras-Hub) was needed."""
+    code = SERVER_IMPORTS + code + (
+        "\nours = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('zoo', 'layers', 'training', 'keras_hub'))\n"
+        "assert not ours, ours\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.strip().splitlines()
+            if line.startswith(("[", "{"))]
+
+
+@pytest.fixture(scope="module")
+def exported_translator(small_tokenizer, tmp_path_factory):
+    keras.utils.set_random_seed(3)
+    model = Translator.from_preset("transformer-tiny", small_tokenizer, hidden_dim=32,
+                                   intermediate_dim=64, num_heads=4, max_source_length=32,
+                                   max_target_length=24)
+    model.ensure_built()
+    folder = tmp_path_factory.mktemp("translator")
+    model.save(folder / "model.keras")
+    repository = tmp_path_factory.mktemp("repository")
+    version = export_model(str(folder / "model.keras"), repository, version=3, beam_size=3,
+                           name="translator-test")
+    return model, repository, version
+
+
+@pytest.mark.slow
+def test_translations_equal_the_python_api(exported_translator, shared_data):
+    model, _, version = exported_translator
+    texts = read_gz(shared_data / "multi30k" / "test_2016_flickr.en.gz", 100)
+    texts += ["", "   ", "word " * 400]  # empty, blank and very long inputs
+    expected = model.translate(texts, beam_size=3)
+    (served, scores) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        f"out = f(sentences=tf.constant({texts!r}))\n"
+        "print(json.dumps([t.decode() for t in out['translations'].numpy()]))\n"
+        "print(json.dumps(out['scores'].numpy().tolist()))\n")
+    assert served == expected
+    assert served[100] == served[101] == "" and scores[100] == 0.0
+    _, python_scores = model.translate(texts[:5], beam_size=3, return_scores=True)
+    np.testing.assert_allclose(scores[:5], python_scores, atol=1e-4)
+
+
+def test_layout_signatures_and_ids_signature(exported_translator):
+    model, repository, version = exported_translator
+    assert version == repository / "translator-test" / "3"
+    assert (version / "saved_model.pb").exists()
+    config = (repository / "models.config").read_text()
+    assert 'name: "translator-test"' in config and 'base_path: "/models/translator-test"' in config
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "saved_model_cli"), "show", "--dir",
+         str(version), "--all"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "signature_def['serving_default']" in result.stdout
+    assert "dtype: DT_STRING" in result.stdout and "sentences" in result.stdout
+    assert "signature_def['translate_ids']" in result.stdout
+    source = model.encode_texts(["A dog runs.", "Two men are talking outside."])
+    expected, _ = model.search(source, beam_size=3,
+                               max_length=model.default_max_length(model.max_source_length))
+    (served,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['translate_ids']\n"
+        f"out = f(source_ids=tf.constant({source.tolist()!r}, tf.int32))\n"
+        "print(json.dumps(out['target_ids'].numpy().tolist()))\n")
+    best = expected[:, 0]
+    for row, tokens in zip(served, best):  # equal up to the first end token
+        end = list(tokens).index(3) + 1 if 3 in tokens else len(tokens)
+        assert row[:end] == list(tokens[:end])
+
+
+def test_warmup_request_is_a_valid_prediction_log(exported_translator):
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    _, _, version = exported_translator
+    path = version / "assets.extra" / "tf_serving_warmup_requests"
+    records = list(tf.data.TFRecordDataset(str(path)))
+    assert len(records) == 1
+    log = prediction_log_pb2.PredictionLog.FromString(records[0].numpy())
+    request = log.predict_log.request
+    assert request.model_spec.name == "translator-test"
+    assert request.model_spec.signature_name == "serving_default"
+    assert list(request.inputs) == ["sentences"]
+
+
+def test_existing_version_is_not_overwritten(exported_translator, tmp_path):
+    model, repository, version = exported_translator
+    model.save(tmp_path / "model.keras")
+    model_file = str(tmp_path / "model.keras")
+    with pytest.raises(FileExistsError, match="--force"):
+        export_model(model_file, repository, version=3, name="translator-test")
+    with pytest.raises(ValueError, match="positive integer"):
+        export_model(model_file, repository, version=0, name="translator-test")
