@@ -260,7 +260,8 @@ class MultiHeadAttention(keras.layers.Layer):
             use_causal_mask, causal_offset,
         )
         dropout_active = self.dropout > 0.0 and bool(training)
-        if self.use_fused_attention and not return_attention_scores and not dropout_active:
+        if (self.use_fused_attention and not return_attention_scores and not dropout_active
+                and _fused_supported(q.dtype)):
             fused_mask = None if mask is None else ops.expand_dims(mask, 1)
             context = fused_attention(q, k, v, mask=fused_mask)
             scores = None
@@ -377,3 +378,13 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _fused_supported(dtype: Any) -> bool:
+    """Whether the fused kernel runs for this dtype here: XLA on a CPU has no float16
+    dot_general with float32 accumulation, which JAX's fused attention asks for."""
+    if keras.backend.standardize_dtype(dtype) != "float16" or keras.backend.backend() != "jax":
+        return True
+    import jax
+
+    return jax.default_backend() != "cpu"

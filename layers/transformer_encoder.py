@@ -79,7 +79,7 @@ class TransformerBlock(keras.layers.Layer):
 
     def _build_feed_forward(self, inputs_shape: tuple) -> None:
         self.feed_forward = FeedForward(
-            self.intermediate_dim, activation=self.activation,
+            self.intermediate_dim, activation=self.activation, dropout=self.dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy, name="feed_forward",
@@ -129,7 +129,8 @@ class TransformerEncoderBlock(TransformerBlock):
         num_heads: attention heads.
         intermediate_dim: feed-forward hidden width (d_ff).
         key_dim: per-head size; d_model / num_heads by default.
-        dropout: residual dropout, applied to each sub-layer's output (P_drop of the paper).
+        dropout: residual dropout, applied to each sub-layer's output (P_drop of the paper),
+            and after the feed-forward activation (as in ViT and tensor2tensor).
         attention_dropout: dropout on the attention weights.
         activation: feed-forward activation, "relu" or "gelu".
         normalize_first: pre-norm instead of the paper's post-norm.

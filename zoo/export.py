@@ -83,7 +83,7 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
     """The two `tf.function`s of an exported ViT: image bytes and float pixels."""
     import tensorflow as tf
 
-    size = model.image_size
+    size = list(model.image_shape[:2])
     names = list(model.class_names or [f"class_{i}" for i in range(model.num_classes)])
     k = min(top_k, len(names))
 
@@ -97,18 +97,18 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
         # decode_image reads JPEG, PNG, GIF and BMP; corrupt bytes fail this request with
         # InvalidArgument. Grayscale and RGBA become RGB, 16-bit PNGs 8-bit.
         image = tf.io.decode_image(data, channels=3, dtype=tf.uint8, expand_animations=False)
-        return tf.image.resize(tf.cast(image, tf.float32), [size, size], antialias=True)
+        return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
     def classify_bytes(images: tf.Tensor) -> dict:
         pixels = tf.map_fn(decode, images, fn_output_signature=tf.TensorSpec(
-            [size, size, 3], tf.float32))
+            size + [3], tf.float32))
         return top(pixels)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32,
                                                 name="pixels")])
     def classify_pixels(pixels: tf.Tensor) -> dict:
-        return top(tf.image.resize(pixels, [size, size], antialias=True))
+        return top(tf.image.resize(pixels, size, antialias=True))
 
     return classify_bytes, classify_pixels
 
@@ -199,7 +199,7 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         classify_bytes, classify_pixels = vit_endpoints(model, top_k)
         archive.add_endpoint(SERVING_SIGNATURE, classify_bytes)
         archive.add_endpoint("classify_pixels", classify_pixels)
-        blank = tf.zeros([model.image_size, model.image_size, 3], tf.uint8)
+        blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
     target.parent.mkdir(parents=True, exist_ok=True)
     archive.write_out(str(target), verbose=False)

@@ -98,10 +98,7 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
         mode: no pickled code is executed.
     """
     import zoo.translator  # noqa: F401  registers the classes for deserialization
-    try:
-        import zoo.vit  # noqa: F401
-    except ImportError:  # pragma: no cover - the ViT module is optional for translators
-        pass
+    import zoo.vit  # noqa: F401
 
     path = resolve(name_or_path)
     if not str(path).endswith(".keras"):

@@ -1,0 +1,80 @@
+"""The `zoo` command: models, translate, evaluate, and errors as one clear line."""
+
+import keras
+import pytest
+
+from zoo import registry
+from zoo.cli import main
+from zoo.translator import Translator
+
+
+@pytest.fixture()
+def model_repository(small_tokenizer, tmp_path, monkeypatch):
+    """A saved_models/ folder holding one small (untrained) translator."""
+    keras.utils.set_random_seed(0)
+    model = Translator.from_preset("transformer-tiny", small_tokenizer, hidden_dim=32,
+                                   intermediate_dim=64, num_heads=4, max_source_length=32,
+                                   max_target_length=16)
+    model.ensure_built()
+    folder = tmp_path / "saved_models" / "translator-test"
+    folder.mkdir(parents=True)
+    model.save(folder / "model.keras")
+    registry.write_manifest(folder, kind="translator", description="a test model")
+    monkeypatch.setattr(registry, "MODELS_DIR", tmp_path / "saved_models")
+    return model, folder
+
+
+def test_models_lists_the_shipped_models(model_repository, capsys):
+    assert main(["models"]) == 0
+    assert "translator-test\ttranslator\ta test model" in capsys.readouterr().out
+
+
+def test_translate_arguments_and_stdin(model_repository, capsys, monkeypatch):
+    model, _ = model_repository
+    texts = ["A dog runs.", "Two men talk."]
+    assert main(["translate", "--model", "translator-test", "--beam-size", "2", *texts]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == model.translate(texts, beam_size=2)
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("A dog runs.\n"))
+    assert main(["translate", "--model", "translator-test", "--beam-size", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines[:1]
+
+
+def test_translate_draws_the_alignment(model_repository, tmp_path):
+    picture = tmp_path / "alignment.png"
+    assert main(["translate", "--model", "translator-test", "--attention", str(picture),
+                 "A dog runs on the beach."]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_prints_bleu_and_chrf(model_repository, tmp_path, capsys):
+    model, folder = model_repository
+    source, reference = tmp_path / "src.txt", tmp_path / "ref.txt"
+    source.write_text("A dog runs.\nTwo men talk.\n")
+    hypotheses = model.translate(["A dog runs.", "Two men talk."], beam_size=1)
+    reference.write_text("\n".join(hypotheses) + "\n")  # a perfect reference
+    assert main(["evaluate", "translator", "--model", str(folder), "--source", str(source),
+                 "--reference", str(reference), "--beam-size", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("BLEU 100.00\tchrF 100.00\tsentences 2")
+
+
+def test_unknown_model_lists_the_shipped_names(model_repository, capsys):
+    assert main(["translate", "--model", "no-such-model", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zoo: error: unknown model 'no-such-model'")
+    assert "translator-test" in err and "Traceback" not in err
+
+
+def test_missing_data_file_names_the_path(model_repository, tmp_path, capsys):
+    _, folder = model_repository
+    missing = tmp_path / "nope.en"
+    assert main(["evaluate", "translator", "--model", str(folder), "--source", str(missing),
+                 "--reference", str(missing)]) == 2
+    assert str(missing) in capsys.readouterr().err
+
+
+def test_manifest_sha256_matches_the_file(model_repository):
+    _, folder = model_repository
+    info = registry.list_models()["translator-test"]
+    assert info["sha256"] == registry.sha256_of(folder / "model.keras")

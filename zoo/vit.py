@@ -1,0 +1,458 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words").
+
+Eq. (1)-(4) of the paper, top to bottom in `VisionTransformer._forward`:
+
+    z_0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos          patches, class token, positions
+    z'_l = MSA(LN(z_{l-1})) + z_{l-1}                        pre-norm encoder blocks
+    z_l = MLP(LN(z'_l)) + z'_l                               (l = 1 .. L)
+    y = LN(z_L^0)                                            the class token's output
+    logits = y W_head                                        (zero-initialised head)
+
+Preprocessing is inside the model: images of any size with values 0..255 (uint8 or float)
+are resized to `image_size` (bilinear, antialiased; skipped when they already have that size)
+and rescaled to [-1, 1] (x / 127.5 - 1, the value range of the original ViT checkpoints).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Mapping, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from layers.class_token import ClassToken
+from layers.patch_embedding import PatchEmbedding
+from layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
+from layers.transformer_encoder import TransformerEncoderBlock
+from zoo.attention_rollout import attention_rollout as rollout_attention_maps
+from zoo.image_batch import as_image_batch
+from zoo.vit_presets import VIT_PRESETS, vit_preset_config
+
+POOLINGS = ("cls", "gap")
+
+
+def _image_size_pair(image_size: Any) -> tuple[int, int]:
+    if isinstance(image_size, int) and not isinstance(image_size, bool):
+        image_size = (image_size, image_size)
+    if (not isinstance(image_size, (tuple, list)) or len(image_size) != 2 or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in image_size)):
+        raise ValueError(
+            f"image_size must be a positive int or a pair (height, width); got {image_size!r}")
+    return int(image_size[0]), int(image_size[1])
+
+
+def _is_index(value: Any, size: int) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and (
+        0 <= value < size)
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class VisionTransformer(keras.Model):
+    """An image classifier: patches, a class token, a pre-norm Transformer encoder, a head.
+
+    Args:
+        image_size: side (or `(height, width)`) of the images the model computes on; inputs
+            of another size are resized to it. Must be a multiple of `patch_size`.
+        patch_size: side of the square patches.
+        num_classes: number of logits.
+        hidden_dim: token size D.
+        num_layers: number of encoder blocks L.
+        num_heads: attention heads per block.
+        intermediate_dim: hidden width of each block's MLP.
+        dropout: dropout on the embeddings and on each block's residual branches.
+        attention_dropout: dropout on the attention weights.
+        pooling: "cls" (the class token's output) or "gap" (the mean of the patch tokens;
+            no class token is used then).
+        layer_norm_epsilon: epsilon of every LayerNorm.
+        class_names: one name per class for `classify`; "class_<i>" when None.
+        representation_size: width of the tanh "pre-logits" layer used in the paper's
+            pre-training; None (the default, and fine-tuning practice) for none.
+        head_initializer: the head kernel's initializer; zeros, as in the paper.
+        include_rescaling: map inputs from 0..255 to [-1, 1]; False for inputs already
+            normalised.
+        num_channels: channels of the input images.
+        pruned_heads: `{block_index: [head, ...]}` of heads removed by `prune_heads`, in the
+            original head numbering (written by `prune_heads`; kept so that a pruned model
+            saves and loads).
+        **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
+
+    Call arguments:
+        images: `(batch, height, width, num_channels)`, values 0..255 (see
+            `include_rescaling`).
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, num_classes)` float32 logits (also under mixed precision).
+
+    Attributes (besides the arguments): `image_shape` `(height, width, channels)`,
+    `grid_size` `(rows, cols)` of patches, `num_prefix_tokens` (1 with a class token).
+
+    Example:
+    >>> import numpy as np
+    >>> model = VisionTransformer.from_preset("vit-cifar-tiny", num_layers=1)
+    >>> tuple(model(np.zeros((2, 32, 32, 3), "uint8")).shape)
+    (2, 10)
+    """
+
+    def __init__(
+        self,
+        image_size: int | tuple[int, int],
+        patch_size: int,
+        num_classes: int,
+        hidden_dim: int,
+        num_layers: int,
+        num_heads: int,
+        intermediate_dim: int,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        pooling: str = "cls",
+        layer_norm_epsilon: float = 1e-6,
+        class_names: Sequence[str] | None = None,
+        representation_size: int | None = None,
+        head_initializer: Any = "zeros",
+        include_rescaling: bool = True,
+        num_channels: int = 3,
+        pruned_heads: Mapping[int | str, Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        height, width = _image_size_pair(image_size)
+        # As given: an int for square images (what most callers pass on), else a pair.
+        self.image_size = image_size if isinstance(image_size, int) else (height, width)
+        self.image_shape = (height, width, num_channels)
+        for what in ("patch_size", "num_classes", "hidden_dim", "num_layers", "num_heads",
+                     "intermediate_dim", "num_channels"):
+            value = locals()[what]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{what} must be a positive int; got {value!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
+        if class_names is not None and len(class_names) != num_classes:
+            raise ValueError(
+                f"class_names has {len(class_names)} names but num_classes is {num_classes}")
+        self.patch_size = patch_size
+        self.num_classes = num_classes
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = float(dropout)
+        self.attention_dropout = float(attention_dropout)
+        self.pooling = pooling
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.class_names = None if class_names is None else [str(c) for c in class_names]
+        self.representation_size = representation_size
+        self.head_initializer = keras.initializers.get(head_initializer)
+        self.include_rescaling = bool(include_rescaling)
+        self.num_channels = num_channels
+        self.pruned_heads = {int(b): sorted({int(h) for h in heads})
+                             for b, heads in (pruned_heads or {}).items() if heads}
+        self.num_prefix_tokens = 1 if pooling == "cls" else 0
+
+        # Preprocessing in float32 whatever the policy: pixel values need the precision.
+        self.resizing = keras.layers.Resizing(
+            height, width, interpolation="bilinear", antialias=True, dtype="float32",
+            name="resizing")
+        self.rescaling = keras.layers.Rescaling(
+            scale=1.0 / 127.5, offset=-1.0, dtype="float32", name="rescaling")
+        policy = self.dtype_policy
+        self.patch_embedding = PatchEmbedding(
+            patch_size, hidden_dim, dtype=policy, name="patch_embedding")
+        self.grid_size = self.patch_embedding.grid_size((height, width))  # (rows, cols)
+        self.class_token = None  # "gap" pooling has no class token (as in big_vision)
+        if self.num_prefix_tokens:
+            self.class_token = ClassToken(dtype=policy, name="class_token")
+        self.position_embedding = PositionEmbedding(
+            self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1],
+            dtype=policy, name="position_embedding")
+        self.embedding_dropout = keras.layers.Dropout(
+            self.dropout, dtype=policy, name="embedding_dropout")
+        self.encoder_blocks = [
+            TransformerEncoderBlock(
+                num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=self.dropout,
+                attention_dropout=self.attention_dropout, activation="gelu",
+                normalize_first=True, layer_norm_epsilon=self.layer_norm_epsilon,
+                dtype=policy, name=f"encoder_block_{i}")
+            for i in range(num_layers)
+        ]
+        self.encoder_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
+        self.representation = None
+        if representation_size is not None:
+            self.representation = keras.layers.Dense(
+                representation_size, activation="tanh", dtype=policy, name="representation")
+        # Logits in float32 under mixed precision (softmax and loss need the range).
+        self.head = keras.layers.Dense(
+            num_classes, kernel_initializer=self.head_initializer, dtype="float32",
+            name="head")
+        self.build((None, *self.image_shape))
+
+    def build(self, input_shape: tuple) -> None:
+        tokens = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
+        sequence = (None, tokens, self.hidden_dim)
+        image = (None, *self.image_shape)
+        self.resizing.build((None, None, None, self.num_channels))
+        self.rescaling.build(image)
+        self.patch_embedding.build(image)
+        if self.num_prefix_tokens:
+            self.class_token.build((None, tokens - 1, self.hidden_dim))
+        self.position_embedding.build(sequence)
+        for block in self.encoder_blocks:
+            block.build(sequence)
+        self.encoder_norm.build(sequence)
+        features = self.hidden_dim
+        if self.representation is not None:
+            self.representation.build((None, features))
+            features = self.representation_size
+        self.head.build((None, features))
+        self.built = True
+        self._prune_blocks(self.pruned_heads, already_pruned={})
+
+    # ------------------------------------------------------------------ forward pass
+    def _preprocess(self, images: Any) -> Any:
+        shape = tuple(images.shape)
+        if len(shape) != 4 or shape[-1] != self.num_channels:
+            raise ValueError(
+                f"VisionTransformer expects images of shape (batch, height, width, "
+                f"{self.num_channels}); got shape {shape}")
+        x = ops.cast(images, "float32")
+        if tuple(shape[1:3]) != self.image_shape[:2]:
+            x = self.resizing(x)
+        return self.rescaling(x) if self.include_rescaling else x
+
+    def _forward(self, images: Any, training: bool | None = None,
+                 return_attention_scores: bool = False) -> tuple[Any, list]:
+        """Logits, and each block's `(batch, heads, tokens, tokens)` weights when asked."""
+        x = self.patch_embedding(self._preprocess(images))  # (batch, patches, hidden)
+        if self.num_prefix_tokens:
+            x = self.class_token(x)  # (batch, 1 + patches, hidden)
+        x = x + self.position_embedding(x)
+        x = self.embedding_dropout(x, training=training)
+        scores = []
+        for block in self.encoder_blocks:
+            if return_attention_scores:
+                x, weights = block(x, return_attention_scores=True, training=training)
+                scores.append(weights)
+            else:
+                x = block(x, training=training)
+        x = self.encoder_norm(x)
+        pooled = x[:, 0] if self.pooling == "cls" else ops.mean(x, axis=1)
+        if self.representation is not None:
+            pooled = self.representation(pooled)
+        return self.head(pooled), scores
+
+    def call(self, images: Any, training: bool | None = None) -> Any:
+        return self._forward(images, training=training)[0]
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return (input_shape[0], self.num_classes)
+
+    # ------------------------------------------------------------------ inference helpers
+    def classify(self, images: Any, top_k: int = 5,
+                 batch_size: int = 32) -> list[list[tuple[str, float]]]:
+        """The `top_k` most probable classes of each image, most probable first.
+
+        Args:
+            images: one image `(height, width, channels)` or a batch of them, uint8 or
+                float, values 0..255; any size (they are resized to `image_size`).
+            top_k: how many classes per image (at most `num_classes` are returned).
+            batch_size: images per forward pass.
+
+        Returns:
+            One list per image (a single image gives a list of one list) of
+            `(class_name, probability)` pairs.
+
+        Raises:
+            ValueError: for images of the wrong rank, channel count or dtype, or a `top_k`
+                below 1.
+
+        Example:
+        >>> import numpy as np
+        >>> model = VisionTransformer.from_preset("vit-cifar-tiny", num_layers=1)
+        >>> len(model.classify(np.zeros((32, 32, 3), "uint8"), top_k=3)[0])
+        3
+        """
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be a positive int; got {top_k!r}")
+        batch = as_image_batch(images, self.num_channels)
+        logits = np.asarray(self.predict(batch, batch_size=batch_size, verbose=0), "float64")
+        probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probabilities /= probabilities.sum(axis=-1, keepdims=True)
+        best = np.argsort(-probabilities, axis=-1, kind="stable")[:, :top_k]
+        names = self.class_names or [f"class_{i}" for i in range(self.num_classes)]
+        return [[(names[i], float(row[i])) for i in order]
+                for row, order in zip(probabilities, best)]
+
+    def attention_maps(self, images: Any, batch_size: int = 32) -> list[np.ndarray]:
+        """The attention weights of every encoder block.
+
+        Args:
+            images: as for `classify`.
+            batch_size: images per forward pass.
+
+        Returns:
+            One float32 array per block, `(batch, heads, tokens, tokens)`, where tokens are
+            the class token (with "cls" pooling) then the patches in row-major order.
+        """
+        batch = as_image_batch(images, self.num_channels)
+        chunks = [self._forward(batch[start:start + batch_size], training=False,
+                                return_attention_scores=True)[1]
+                  for start in range(0, len(batch), batch_size)]
+        return [np.concatenate([ops.convert_to_numpy(ops.cast(chunk[layer], "float32"))
+                                for chunk in chunks])
+                for layer in range(self.num_layers)]
+
+    def attention_rollout(self, images: Any, discard_ratio: float = 0.0,
+                          head_fusion: str = "mean") -> np.ndarray:
+        """Which patches the prediction draws on: attention rollout over all blocks.
+
+        See `zoo.attention_rollout.attention_rollout` (Abnar & Zuidema, 2020). With "cls"
+        pooling the class token's row is read out, with "gap" the mean of all rows.
+
+        Args:
+            images: as for `classify`.
+            discard_ratio: fraction in [0, 1) of each layer's weakest fused weights to zero.
+            head_fusion: "mean", "max" or "min" over heads.
+
+        Returns:
+            `(batch, grid_height, grid_width)` float32; each map is non-negative and sums
+            to 1 over the patch grid.
+        """
+        relevance = rollout_attention_maps(
+            self.attention_maps(images), num_prefix_tokens=self.num_prefix_tokens,
+            discard_ratio=discard_ratio, head_fusion=head_fusion)
+        return relevance.reshape(-1, *self.grid_size)
+
+    # ------------------------------------------------------------------ model surgery
+    def with_image_size(self, image_size: int | tuple[int, int],
+                        method: str = "bicubic") -> "VisionTransformer":
+        """A new model for another image size, with this one's weights.
+
+        The position embeddings of the patch grid are interpolated on the 2-D grid
+        (bicubic by default, as in the paper's fine-tuning at higher resolution, section
+        3.2); the class token's row is kept. All other weights are copied unchanged.
+
+        Args:
+            image_size: the new side, or `(height, width)`; a multiple of `patch_size`.
+            method: the `keras.ops.image.resize` interpolation of the position grid.
+
+        Returns:
+            A new `VisionTransformer` (not compiled).
+        """
+        _image_size_pair(image_size)  # checks it
+        model = type(self).from_config({**self.get_config(), "image_size": image_size})
+        old_table = self.position_embedding.position_embeddings
+        for old, new in zip(self.weights, model.weights):
+            value = old
+            if old is old_table:
+                if model.grid_size != self.grid_size:
+                    value = interpolate_position_embedding_2d(
+                        ops.convert_to_tensor(old), self.grid_size, model.grid_size,
+                        num_prefix_tokens=self.num_prefix_tokens, method=method)
+            elif tuple(old.shape) != tuple(new.shape):
+                raise ValueError(
+                    f"cannot copy weight {old.path} of shape {tuple(old.shape)} to "
+                    f"{new.path} of shape {tuple(new.shape)}")
+            new.assign(ops.cast(value, new.dtype))
+        return model
+
+    def prune_heads(self, heads_to_prune: Mapping[int, Sequence[int]]) -> None:
+        """Removes attention heads, in place (see `MultiHeadAttention.prune_heads`).
+
+        Heads are numbered as in the unpruned model; heads already pruned are skipped. The
+        config records the pruned heads (`pruned_heads`), so the pruned model saves and
+        loads. Compile the model again before training it further.
+
+        Args:
+            heads_to_prune: `{block_index: [head, ...]}`.
+
+        Raises:
+            ValueError: for a block index or head out of range, or pruning every head of a
+                block.
+        """
+        merged = {b: list(h) for b, h in self.pruned_heads.items()}
+        for block, heads in heads_to_prune.items():
+            merged[block] = list(heads) + merged.get(block, [])
+        self._prune_blocks(merged, already_pruned=self.pruned_heads)
+        self.pruned_heads = {b: sorted(set(h)) for b, h in merged.items() if h}
+        # Compiled functions captured the old variables.
+        self.train_function = self.test_function = self.predict_function = None
+
+    def _prune_blocks(self, target: Mapping[int, Sequence[int]],
+                      already_pruned: Mapping[int, Sequence[int]]) -> None:
+        """Prunes each block down to `target`'s heads removed, given those already gone."""
+        for block, heads in target.items():
+            if not _is_index(block, self.num_layers):
+                raise ValueError(
+                    f"block index {block!r} is out of range for {self.num_layers} blocks")
+            bad = [h for h in heads if not _is_index(h, self.num_heads)]
+            if bad:
+                raise ValueError(f"heads {bad} of block {block} are out of range for "
+                                 f"{self.num_heads} heads")
+            if len(set(heads)) >= self.num_heads:
+                raise ValueError(f"cannot remove all {self.num_heads} heads of block {block}")
+        for block, heads in target.items():
+            gone = set(already_pruned.get(block, []))
+            remaining = [h for h in range(self.num_heads) if h not in gone]
+            new = sorted(set(heads) - gone)
+            if new:
+                attention = self.encoder_blocks[block].self_attention
+                attention.prune_heads([remaining.index(h) for h in new])
+
+    # ------------------------------------------------------------------ config, presets
+    @classmethod
+    def from_preset(cls, name: str, num_classes: int | None = None,
+                    **overrides: Any) -> "VisionTransformer":
+        """A freshly initialised model with a preset's architecture (see `vit_presets`).
+
+        Args:
+            name: a preset name, e.g. "vit-b16-224" or "vit-cifar-tiny".
+            num_classes: number of classes; the preset's (1000 or 10) when None.
+            **overrides: other constructor arguments that replace the preset's.
+
+        Returns:
+            A built `VisionTransformer`.
+
+        Raises:
+            ValueError: for an unknown preset (the message lists the names) or an override
+                that is not a constructor argument.
+        """
+        config = vit_preset_config(name)
+        if num_classes is not None:
+            config["num_classes"] = num_classes
+        known = list(inspect.signature(cls.__init__).parameters)[1:-1] + ["name", "dtype"]
+        unknown = sorted(set(overrides) - set(known))
+        if unknown:
+            raise ValueError(f"unknown VisionTransformer argument(s) {unknown}; expected "
+                             f"some of {known}")
+        return cls(**{**config, **overrides})
+
+    @staticmethod
+    def presets() -> list[str]:
+        """The names `from_preset` accepts."""
+        return sorted(VIT_PRESETS)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({
+            "image_size": self.image_size,
+            "patch_size": self.patch_size,
+            "num_classes": self.num_classes,
+            "hidden_dim": self.hidden_dim,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "pooling": self.pooling,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "class_names": None if self.class_names is None else list(self.class_names),
+            "representation_size": self.representation_size,
+            "head_initializer": keras.initializers.serialize(self.head_initializer),
+            "include_rescaling": self.include_rescaling,
+            "num_channels": self.num_channels,
+            "pruned_heads": {b: list(h) for b, h in self.pruned_heads.items()},
+        })
+        return config
