@@ -29,12 +29,13 @@ DEFAULT_VIT = "vit-cifar10"
 
 # ---------------------------------------------------------------------- recipe flags
 def _flag_type(annotation: Any) -> Any:
-    """The argparse type of a dataclass field annotation such as "int | None"."""
-    text = str(annotation)
-    for name, kind in (("int", int), ("float", float), ("bool", None), ("str", str)):
-        if text.startswith(name):
-            return kind
-    return str
+    """The argparse type of a dataclass field's type, such as `int | None` -> int; None for
+    booleans (they become --flag/--no-flag)."""
+    arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
+    kind = arguments[0] if arguments else annotation
+    if kind is bool:
+        return None
+    return kind if kind in (int, float, str) else str
 
 
 def add_recipe_flags(parser: argparse.ArgumentParser, recipe_class: type) -> None:

@@ -1,0 +1,78 @@
+"""Images per second of the CIFAR augmentation on the current Keras backend (a measurement).
+
+    KERAS_BACKEND=jax .venv/bin/python benchmarks/augmentation_throughput.py [--batch-size 256]
+
+Compares, on batches of real CIFAR-10 images (random ones when ../shared/data is absent):
+crop + flip alone, `cifar_augmentation` (crop + flip + our per-image RandAugment), the same
+compiled (`compiled_augmentation`: `jax.jit` / `tf.function`), and `keras.layers.RandAugment`
+with its default factor, eager and compiled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training.augmentation import cifar_augmentation, compiled_augmentation  # noqa: E402
+from training.image_data import extract_archive, load_image_folder_numpy  # noqa: E402
+
+ARCHIVE = Path(__file__).resolve().parents[2] / "shared/data/cifar10/cifar10-train-jpg.tar.gz"
+
+
+def cifar_batch(batch_size: int) -> np.ndarray:
+    if not ARCHIVE.is_file():
+        print(f"{ARCHIVE} absent: random images")
+        return np.random.default_rng(0).integers(0, 256, (batch_size, 32, 32, 3), "uint8")
+    per_class = -(-batch_size // 10)
+    folder = extract_archive(ARCHIVE, Path(tempfile.gettempdir()) / "zoo-bench-cifar", per_class)
+    images, _, _ = load_image_folder_numpy(folder / "train")
+    return images[np.random.default_rng(0).permutation(len(images))[:batch_size]]
+
+
+def measure(name: str, augment, images, seconds: float) -> None:
+    start = time.perf_counter()
+    keras.ops.convert_to_numpy(augment(images))  # first call: tracing / compiling
+    first = time.perf_counter() - start
+    calls, start = 0, time.perf_counter()
+    while calls < 3 or time.perf_counter() - start < seconds:
+        keras.ops.convert_to_numpy(augment(images))
+        calls += 1
+    per_call = (time.perf_counter() - start) / calls
+    rate = len(images) / per_call
+    print(
+        f"{name:40s} {per_call * 1e3:8.1f} ms/batch {rate:8.0f} images/s  (first {first:5.1f} s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument("--skip-keras-randaugment", action="store_true")
+    args = parser.parse_args()
+    images = cifar_batch(args.batch_size)
+    print(f"backend {keras.backend.backend()}, batch {images.shape}, devices "
+          f"{keras.distribution.list_devices()}")
+    crop_flip = cifar_augmentation(rand_augment=False, seed=0)
+    full = cifar_augmentation(seed=0)
+    measure("crop + flip (eager)", crop_flip, images, args.seconds)
+    measure("crop + flip (compiled)", compiled_augmentation(crop_flip), images, args.seconds)
+    measure("cifar_augmentation (eager)", full, images, args.seconds)
+    measure("cifar_augmentation (compiled)", compiled_augmentation(full), images, args.seconds)
+    if not args.skip_keras_randaugment:
+        keras_ra = keras.layers.RandAugment(seed=0)
+        measure("keras.layers.RandAugment (eager)", keras_ra, images, args.seconds)
+        measure("keras.layers.RandAugment (compiled)", compiled_augmentation(keras_ra), images,
+                args.seconds)
+
+
+if __name__ == "__main__":
+    main()

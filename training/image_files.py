@@ -1,0 +1,167 @@
+"""Reading image files: the class-folder layout and PIL decoding to RGB uint8.
+
+The layout is the one `keras.utils.image_dataset_from_directory` reads: one subfolder per
+class, the class index being the folder name's position in sorted order
+(`train/airplane/0000.jpg`, `train/automobile/0000.jpg`, ...).
+
+Colour handling agrees with `tf.io.decode_image(channels=3)`, which the serving graph uses:
+grayscale and palette images are expanded to RGB; an alpha channel is dropped (not
+composited), so a pixel's colour is what the file stores; 16-bit images are scaled to 8 bits;
+EXIF orientation is not applied.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
+
+
+def as_image_size(image_size, name: str = "image_size") -> tuple[int, int]:
+    """Checks an image size given as `(height, width)` or one int (a square); returns the pair.
+
+    Raises:
+        ValueError: not two positive integers (the message names `name` and the value).
+    """
+    if isinstance(image_size, (int, np.integer)) and not isinstance(image_size, bool):
+        image_size = (int(image_size), int(image_size))
+    if (
+        not isinstance(image_size, (tuple, list))
+        or len(image_size) != 2
+        or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in image_size)
+        or min(image_size) < 1
+    ):
+        raise ValueError(
+            f"{name} must be (height, width) with two positive integers; received {image_size!r}"
+        )
+    return int(image_size[0]), int(image_size[1])
+
+
+def _is_image_file(path: Path) -> bool:
+    suffix_ok = path.suffix.lower() in IMAGE_EXTENSIONS
+    return suffix_ok and path.is_file() and not path.name.startswith(".")
+
+
+def scan_image_folder(directory: str | os.PathLike) -> tuple[list[Path], np.ndarray, list[str]]:
+    """Lists the images of a one-folder-per-class dataset.
+
+    Class names are the subfolder names in sorted order (hidden folders skipped); images are
+    the files with an extension in `IMAGE_EXTENSIONS`, searched recursively in each class
+    folder, sorted by path. Files lying directly in `directory` beside class folders are ignored,
+    as `keras.utils.image_dataset_from_directory` does.
+
+    Args:
+        directory: the dataset folder, e.g. `.../train`.
+
+    Returns:
+        `(paths, labels, class_names)`: the image paths, their int32 class indices, and the class
+        names.
+
+    Raises:
+        FileNotFoundError: `directory` does not exist.
+        NotADirectoryError: `directory` is a file.
+        ValueError: no images, images without class subfolders, or a class folder without
+            images.
+
+    Example:
+        >>> paths, labels, class_names = scan_image_folder("data/train")  # doctest: +SKIP
+    """
+    directory = Path(directory)
+    if not directory.exists():
+        raise FileNotFoundError(f"image folder {directory} does not exist")
+    if not directory.is_dir():
+        raise NotADirectoryError(f"{directory} is a file; expected a folder of class subfolders")
+    class_dirs = sorted(
+        (p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.name,
+    )
+    if not class_dirs:
+        loose = [p for p in directory.iterdir() if _is_image_file(p)]
+        if loose:
+            raise ValueError(
+                f"found {len(loose)} images directly in {directory} but no class subfolders; "
+                f"expected one subfolder per class, e.g. {directory / 'cat' / loose[0].name}"
+            )
+        raise ValueError(
+            f"no images found in {directory}: expected one subfolder per class holding "
+            f"{', '.join(IMAGE_EXTENSIONS)} files"
+        )
+    paths: list[Path] = []
+    labels: list[int] = []
+    for index, class_dir in enumerate(class_dirs):
+        files = sorted(p for p in class_dir.rglob("*") if _is_image_file(p))
+        if not files:
+            raise ValueError(
+                f"class folder {class_dir} holds no images "
+                f"(looked for {', '.join(IMAGE_EXTENSIONS)} files)"
+            )
+        paths.extend(files)
+        labels.extend([index] * len(files))
+    return paths, np.asarray(labels, dtype="int32"), [p.name for p in class_dirs]
+
+
+def load_image(path: str | os.PathLike, image_size=None) -> np.ndarray:
+    """Decodes one image file to an RGB uint8 array with PIL.
+
+    Grayscale ("L", "1"), palette ("P"), CMYK and other modes become RGB; an alpha channel
+    ("RGBA", "LA", "PA") is dropped rather than composited, matching
+    `tf.io.decode_image(channels=3)`; 16-bit grayscale ("I;16", and "I" as PIL opens some 16-bit
+    PNGs) is scaled to 8 bits by `round(v / 257)`; float ("F") images are clipped to 0..255.
+
+    Args:
+        path: the image file.
+        image_size: `(height, width)` (or one int) to resize to with bilinear filtering; `None`
+            keeps the stored size. PIL's bilinear filter antialiases when shrinking.
+
+    Returns:
+        uint8 array of shape `(height, width, 3)`.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file is not a decodable image (the message names the file), or
+            `image_size` is malformed.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    size = None if image_size is None else as_image_size(image_size)
+    if not path.is_file():
+        raise FileNotFoundError(f"image file {path} does not exist")
+    try:
+        with Image.open(path) as image:
+            image.load()
+            array = _to_rgb_uint8(image)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        raise ValueError(f"cannot decode image file {path}: {error}") from error
+    if size is not None and array.shape[:2] != size:
+        resized = Image.fromarray(array).resize((size[1], size[0]), Image.Resampling.BILINEAR)
+        array = np.asarray(resized, dtype=np.uint8)
+    return array
+
+
+def _to_rgb_uint8(image) -> np.ndarray:
+    mode = image.mode
+    if mode.startswith("I;16") or mode == "I":
+        values = np.asarray(image, dtype=np.float64)
+        gray = np.clip(np.round(values / 257.0), 0, 255).astype(np.uint8)
+        return np.repeat(gray[..., None], 3, axis=-1)
+    if mode == "F":
+        gray = np.clip(np.round(np.asarray(image, dtype=np.float64)), 0, 255).astype(np.uint8)
+        return np.repeat(gray[..., None], 3, axis=-1)
+    if mode in ("RGBA", "RGBa", "RGBX"):
+        image = image.convert("RGBA")
+        return np.array(image, dtype=np.uint8)[..., :3]
+    if mode in ("LA", "La", "PA"):
+        # Through RGBA so a palette keeps its colours; then drop alpha.
+        return np.array(image.convert("RGBA"), dtype=np.uint8)[..., :3]
+    if mode == "P":
+        # A palette with transparency converts through RGBA; the colour is kept, alpha dropped.
+        return np.array(image.convert("RGBA"), dtype=np.uint8)[..., :3]
+    if mode != "RGB":
+        image = image.convert("RGB")
+    return np.array(image, dtype=np.uint8)
+
+

@@ -1,0 +1,217 @@
+"""The ViT's training recipe: image folders, augmentation, AdamW + warm-up/cosine, resume.
+
+`zoo train vit` runs `train_vit`. Images are decoded with PIL into numpy (the path that works
+on every backend, and the only one on the JAX GPU machine, which has no TensorFlow);
+augmentation runs on whole batches, compiled, before the model (never inside it). A run
+writes into its output folder and continues from its last checkpoint when started again:
+
+    out/checkpoints/   weights and optimizer state after every epoch
+    out/logs/          TensorBoard
+    out/model.keras    the final model (class names inside)
+    out/metrics.json   settings, per-epoch accuracy, final validation top-1 and top-5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
+from training.checkpointing import ResumableCheckpoint, restore_latest
+from training.image_data import (
+    extract_archive,
+    load_image_folder_numpy,
+    scan_image_folder,
+    train_validation_split,
+)
+from training.optimizers import adamw_no_decay_on_norms
+from training.precision import set_precision
+from training.schedules import WarmupCosine
+from zoo.vit import VisionTransformer
+
+
+@dataclasses.dataclass
+class ViTRecipe:
+    """Settings of a ViT training run (each is a `zoo train vit` flag).
+
+    `data` is a folder with one sub-folder of images per class, or a `.tar.gz` of one (it is
+    extracted into the output folder); `validation_size` images are held out from it.
+    """
+
+    output: str = "runs/vit"
+    data: str | None = None
+    validation_size: int = 5000
+    limit_per_class: int | None = None
+    preset: str = "vit-cifar-small"
+    image_size: int = 32
+    epochs: int = 200
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_epochs: int = 5
+    label_smoothing: float = 0.1
+    clipnorm: float | None = 1.0
+    dropout: float | None = None
+    precision: str = "float32"
+    rand_augment: bool = True
+    mix: str = "none"
+    seed: int = 0
+
+
+def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """All images of the recipe's data as uint8 `(N, S, S, 3)`, int32 labels, class names."""
+    if not recipe.data:
+        raise ValueError("no training data: give --data DIR (one folder per class) or a "
+                         ".tar.gz of such a folder")
+    folder = Path(recipe.data)
+    if folder.name.endswith((".tar.gz", ".tgz", ".tar")):
+        folder = extract_archive(folder, Path(recipe.output) / "data")
+        subfolders = [p for p in folder.iterdir() if p.is_dir()]
+        if len(subfolders) == 1 and not any(p.is_file() for p in folder.iterdir()):
+            folder = subfolders[0]  # e.g. the archive's single train/ folder
+    return load_image_folder_numpy(folder, image_size=recipe.image_size,
+                                   limit_per_class=recipe.limit_per_class, seed=recipe.seed)
+
+
+class AugmentedBatches(keras.utils.PyDataset):
+    """Shuffled batches of (augmented images, one-hot labels), freshly drawn every epoch."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, num_classes: int,
+                 batch_size: int, augment: Any | None, mix: Any | None, seed: int) -> None:
+        super().__init__()
+        self.images, self.labels = images, labels
+        self.num_classes, self.batch_size = num_classes, batch_size
+        self.augment, self.mix = augment, mix
+        self.rng = np.random.default_rng(seed)
+        self.order = self.rng.permutation(len(images))
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.images) / self.batch_size)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        rows = self.order[index * self.batch_size:(index + 1) * self.batch_size]
+        images = self.images[rows]
+        labels = np.eye(self.num_classes, dtype="float32")[self.labels[rows]]
+        if self.augment is not None:
+            images = self.augment(images)
+        if self.mix is not None:
+            images, labels = self.mix(images, labels)
+        return images, labels
+
+    def on_epoch_end(self) -> None:
+        self.order = self.rng.permutation(len(self.images))
+
+
+def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
+              ) -> VisionTransformer:
+    """The recipe's model, compiled with AdamW (no decay on norms, biases, position
+    embeddings, class token), warm-up then cosine, and label smoothing."""
+    overrides: dict[str, Any] = {"image_size": recipe.image_size}
+    if recipe.dropout is not None:
+        overrides["dropout"] = recipe.dropout
+    model = VisionTransformer.from_preset(recipe.preset, num_classes=len(class_names),
+                                          class_names=class_names, **overrides)
+    total = max(1, recipe.epochs * steps_per_epoch)
+    schedule = WarmupCosine(recipe.learning_rate, total_steps=total,
+                            warmup_steps=min(total - 1, recipe.warmup_epochs * steps_per_epoch))
+    model.compile(
+        optimizer=adamw_no_decay_on_norms(schedule, weight_decay=recipe.weight_decay,
+                                          clipnorm=recipe.clipnorm),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True,
+                                                  label_smoothing=recipe.label_smoothing),
+        metrics=[keras.metrics.CategoricalAccuracy(name="accuracy"),
+                 keras.metrics.TopKCategoricalAccuracy(5, name="top5")],
+    )
+    return model
+
+
+def train_vit(recipe: ViTRecipe) -> dict:
+    """Trains (or resumes) a ViT; returns the metrics written to metrics.json."""
+    out = Path(recipe.output)
+    out.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(recipe.seed)
+    set_precision(recipe.precision)
+    if recipe.mix not in ("none", "mixup", "cutmix"):
+        raise ValueError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
+    images, labels, class_names = load_images(recipe)
+    # Stratified: the same number of validation images from every class.
+    train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
+                                                    seed=recipe.seed, labels=labels)
+    num_classes = len(class_names)
+    augment = compiled_augmentation(cifar_augmentation(
+        recipe.image_size, rand_augment=recipe.rand_augment, seed=recipe.seed))
+    mix = None if recipe.mix == "none" else compiled_augmentation(
+        MixBatch(recipe.mix, seed=recipe.seed))
+    batches = AugmentedBatches(images[train_rows], labels[train_rows], num_classes,
+                               recipe.batch_size, augment, mix, recipe.seed)
+    validation = (images[valid_rows], np.eye(num_classes, dtype="float32")[labels[valid_rows]])
+
+    model = build_vit(recipe, class_names, len(batches))
+    model(images[:1])  # build the variables before restoring a checkpoint
+    initial_epoch = restore_latest(model, out / "checkpoints")
+    if initial_epoch:
+        print(f"resuming from the checkpoint of epoch {initial_epoch} in {out / 'checkpoints'}")
+    callbacks = [ResumableCheckpoint(out / "checkpoints"),
+                 keras.callbacks.TensorBoard(str(out / "logs"))]
+    started = time.time()
+    history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
+                        validation_data=validation, validation_batch_size=256,
+                        callbacks=callbacks, verbose=2)
+    seconds = time.time() - started
+    model.save(out / "model.keras")
+    final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
+    metrics = {
+        "recipe": dataclasses.asdict(recipe),
+        "backend": keras.backend.backend(),
+        "training_images": int(len(train_rows)),
+        "validation_images": int(len(valid_rows)),
+        "parameters": int(model.count_params()),
+        "train_seconds_this_run": round(seconds, 1),
+        "images_per_second_this_run": round(
+            len(train_rows) * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1),
+        "epochs_this_run": recipe.epochs - initial_epoch,
+        "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
+        "validation": {"top1": final["top1"], "top5": final["top5"]},
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
+
+
+def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.ndarray,
+                    batch_size: int = 256) -> dict:
+    """Top-1, top-5 and the confusion matrix of `model` on uint8 images and int labels."""
+    logits = model.predict(images, batch_size=batch_size, verbose=0)
+    ranked = np.argsort(-logits, axis=1)
+    top1 = float(np.mean(ranked[:, 0] == labels))
+    top5 = float(np.mean(np.any(ranked[:, :5] == labels[:, None], axis=1)))
+    matrix = np.zeros((logits.shape[1], logits.shape[1]), "int64")
+    np.add.at(matrix, (labels, ranked[:, 0]), 1)
+    return {"top1": top1, "top5": top5, "confusion_matrix": matrix, "images": len(labels)}
+
+
+def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str | None = None,
+                 limit_per_class: int | None = None) -> dict:
+    """Top-1 and top-5 accuracy on a folder of class folders whose names are the model's
+    class names; optionally draws the confusion matrix."""
+    _, _, folder_classes = scan_image_folder(data)
+    names = list(model.class_names or [])
+    unknown = [c for c in folder_classes if c not in names]
+    if unknown:
+        raise ValueError(f"class folders {unknown} of {data} are not classes of the model "
+                         f"({names})")
+    images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
+                                                limit_per_class=limit_per_class)
+    labels = np.array([names.index(folder_classes[i]) for i in labels], "int32")
+    scores = evaluate_arrays(model, images, labels)
+    if confusion_matrix_path:
+        from zoo.plots import plot_confusion_matrix
+
+        plot_confusion_matrix(scores["confusion_matrix"], names, confusion_matrix_path)
+    return scores
