@@ -60,6 +60,7 @@ class ViTRecipe:
     clipnorm: float | None = 1.0
     dropout: float | None = None
     precision: str = "float32"
+    augment: bool = True
     rand_augment: bool = True
     mix: str = "none"
     seed: int = 0
@@ -73,9 +74,9 @@ def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     folder = Path(recipe.data)
     if folder.name.endswith((".tar.gz", ".tgz", ".tar")):
         folder = extract_archive(folder, Path(recipe.output) / "data")
-        subfolders = [p for p in folder.iterdir() if p.is_dir()]
-        if len(subfolders) == 1 and not any(p.is_file() for p in folder.iterdir()):
-            folder = subfolders[0]  # e.g. the archive's single train/ folder
+        entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        if len(entries) == 1 and entries[0].is_dir():
+            folder = entries[0]  # e.g. the archive's single train/ folder
     return load_image_folder_numpy(folder, image_size=recipe.image_size,
                                    limit_per_class=recipe.limit_per_class, seed=recipe.seed)
 
@@ -146,7 +147,8 @@ def train_vit(recipe: ViTRecipe) -> dict:
                                                     seed=recipe.seed, labels=labels)
     num_classes = len(class_names)
     augment = compiled_augmentation(cifar_augmentation(
-        recipe.image_size, rand_augment=recipe.rand_augment, seed=recipe.seed))
+        recipe.image_size, rand_augment=recipe.rand_augment, seed=recipe.seed)
+    ) if recipe.augment else None
     mix = None if recipe.mix == "none" else compiled_augmentation(
         MixBatch(recipe.mix, seed=recipe.seed))
     batches = AugmentedBatches(images[train_rows], labels[train_rows], num_classes,

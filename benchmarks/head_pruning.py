@@ -1,0 +1,87 @@
+"""Accuracy of a trained ViT against the number of attention heads pruned away.
+
+    python benchmarks/head_pruning.py --model vit-cifar10 --data DIR [--limit-per-class 100]
+
+Each head's importance is the validation accuracy left when that head alone is switched off
+(its rows of the output projection zeroed). Heads are then removed with
+`VisionTransformer.prune_heads`, least important first, keeping at least one head per block,
+and the pruned model is evaluated after each removal: the seed notes' observation that many
+heads can go at little cost, measured. Writes benchmarks/results/head_pruning.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+import zoo
+from training.image_data import load_image_folder_numpy
+
+
+def accuracy(model, images: np.ndarray, labels: np.ndarray) -> float:
+    logits = model.predict(images, batch_size=256, verbose=0)
+    return float(np.mean(np.argmax(logits, axis=1) == labels))
+
+
+def head_importance(model, images, labels) -> dict[tuple[int, int], float]:
+    """Accuracy with each single head switched off."""
+    result = {}
+    for b, block in enumerate(model.encoder_blocks):
+        output = block.self_attention.output_dense
+        kernel = output.kernel.numpy() if hasattr(output.kernel, "numpy") else np.asarray(
+            output.kernel)
+        for h in range(block.self_attention.num_heads):
+            switched_off = kernel.copy()
+            switched_off[h] = 0.0
+            output.kernel.assign(switched_off)
+            result[(b, h)] = accuracy(model, images, labels)
+        output.kernel.assign(kernel)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="vit-cifar10")
+    parser.add_argument("--data", required=True, help="a folder with one folder per class")
+    parser.add_argument("--limit-per-class", type=int, default=100)
+    parser.add_argument("--output", default=str(Path(__file__).parent / "results" /
+                                                "head_pruning.json"))
+    args = parser.parse_args()
+
+    model = zoo.load(args.model)
+    names = list(model.class_names)
+    images, folder_labels, folder_classes = load_image_folder_numpy(
+        args.data, image_size=model.image_size, limit_per_class=args.limit_per_class)
+    labels = np.array([names.index(folder_classes[i]) for i in folder_labels])
+    baseline = accuracy(model, images, labels)
+    importance = head_importance(model, images, labels)
+    order = sorted(importance, key=lambda bh: -importance[bh])  # least harmful first
+    heads_per_block = {b: model.encoder_blocks[b].self_attention.num_heads
+                       for b in range(len(model.encoder_blocks))}
+    rows = [{"heads_removed": 0, "accuracy": baseline}]
+    removed: dict[int, list[int]] = {}
+    for block, head in order:
+        if len(removed.get(block, [])) + 1 >= heads_per_block[block]:
+            continue  # keep one head per block
+        removed.setdefault(block, []).append(head)
+        pruned = zoo.load(args.model)
+        pruned.prune_heads(removed)
+        rows.append({"heads_removed": sum(len(h) for h in removed.values()),
+                     "accuracy": accuracy(pruned, images, labels),
+                     "parameters": int(pruned.count_params())})
+        print(rows[-1])
+    result = {"model": args.model, "images": int(len(labels)),
+              "total_heads": int(sum(heads_per_block.values())),
+              "single_head_importance": {f"block{b}/head{h}": a
+                                         for (b, h), a in importance.items()},
+              "curve": rows}
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
