@@ -70,7 +70,7 @@ class TranslationMetricsCallback(keras.callbacks.Callback):
         if logs is not None:
             logs["val_bleu"], logs["val_chrf"] = scores["bleu"], scores["chrf"]
         self.history.append({"epoch": epoch + 1, "bleu": scores["bleu"],
-                             "chrf": scores["chrf"]})
+                             "chrf": scores["chrf"], "signature": scores["signature"]})
         print(f"\nepoch {epoch + 1}: validation BLEU {scores['bleu']:.2f} chrF "
               f"{scores['chrf']:.2f} on {len(self.sources)} sentences")
         for source, hypothesis in list(zip(self.sources, hypotheses))[:self.print_examples]:

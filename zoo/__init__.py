@@ -5,6 +5,12 @@
     translator.translate(["A man is riding a bicycle."])
 """
 
-from zoo.registry import list_models, load
+import os
+
+# Quiet TensorFlow's C++ start-up logging for the `zoo` command and library users alike
+# (set before Keras imports TensorFlow; an explicit setting wins).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from zoo.registry import list_models, load  # noqa: E402
 
 __all__ = ["list_models", "load"]

@@ -21,8 +21,6 @@ import sys
 import typing
 from typing import Any, Sequence
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
 

@@ -172,7 +172,10 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     seconds = time.time() - started
 
     model.save(out / "model.keras")
-    final = corpus_scores(translate([s for s, _ in valid]), [t for _, t in valid])
+    if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:
+        final = {"bleu": bleu.history[-1]["bleu"], "chrf": bleu.history[-1]["chrf"]}
+    else:  # the last epoch was not evaluated (or there was nothing left to train)
+        final = corpus_scores(translate([s for s, _ in valid]), [t for _, t in valid])
     metrics = {
         "recipe": dataclasses.asdict(recipe),
         "backend": keras.backend.backend(),
