@@ -114,3 +114,94 @@ def test_existing_version_is_not_overwritten(exported_translator, tmp_path):
         export_model(model_file, repository, version=3, name="translator-test")
     with pytest.raises(ValueError, match="positive integer"):
         export_model(model_file, repository, version=0, name="translator-test")
+
+
+@pytest.fixture(scope="module")
+def exported_vit(tmp_path_factory):
+    from zoo.vit import VisionTransformer
+
+    keras.utils.set_random_seed(5)
+    model = VisionTransformer(image_size=32, patch_size=8, num_classes=4, hidden_dim=32,
+                              num_layers=1, num_heads=2, intermediate_dim=64,
+                              class_names=["ant", "bee", "cat", "dog"],
+                              head_initializer="glorot_uniform")
+    model(np.zeros((1, 32, 32, 3), "uint8"))
+    folder = tmp_path_factory.mktemp("vit")
+    model.save(folder / "model.keras")
+    repository = tmp_path_factory.mktemp("vit_repository")
+    version = export_model(str(folder / "model.keras"), repository, top_k=3, name="vit-test")
+    return model, version
+
+
+def test_vit_bytes_signature_equals_the_python_api(exported_vit, tmp_path):
+    """PNG bytes decode losslessly, so the served top-k equals the Python API's on the
+    same pixels; mixed sizes and grayscale are resized and converted in the graph."""
+    import io
+
+    from PIL import Image
+
+    model, version = exported_vit
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)
+    pngs = []
+    for image in images:
+        buffer = io.BytesIO()
+        Image.fromarray(image).save(buffer, format="PNG")
+        pngs.append(buffer.getvalue())
+    gray = io.BytesIO()
+    Image.fromarray(images[0].mean(-1).astype("uint8")).save(gray, format="PNG")
+    expected = model.classify(images, top_k=3)
+    paths = []
+    for i, data in enumerate(pngs + [gray.getvalue()]):
+        paths.append(str(tmp_path / f"{i}.png"))
+        (tmp_path / f"{i}.png").write_bytes(data)
+    (served,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        f"data = [open(p, 'rb').read() for p in {paths!r}]\n"
+        "out = f(images=tf.constant(data))\n"
+        "print(json.dumps({'labels': [[l.decode() for l in row] for row in "
+        "out['labels'].numpy()], 'p': out['probabilities'].numpy().tolist()}))\n")
+    for row, labels, probabilities in zip(expected, served["labels"], served["p"]):
+        assert [label for label, _ in row] == labels
+        np.testing.assert_allclose([p for _, p in row], probabilities, atol=1e-4)
+    assert len(served["labels"]) == 7  # the grayscale PNG was converted and classified
+
+
+def test_vit_corrupt_bytes_fail_only_that_request(exported_vit):
+    _, version = exported_vit
+    (result,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        "outcome = {}\n"
+        "try:\n"
+        "    f(images=tf.constant([b'not an image']))\n"
+        "    outcome['error'] = None\n"
+        "except tf.errors.InvalidArgumentError:\n"
+        "    outcome['error'] = 'InvalidArgument'\n"
+        "png = tf.io.encode_png(tf.zeros([40, 24, 3], tf.uint8))\n"
+        "outcome['k'] = int(f(images=tf.stack([png]))['labels'].shape[1])\n"
+        "print(json.dumps(outcome))\n")
+    assert result == {"error": "InvalidArgument", "k": 3}
+
+
+@pytest.mark.slow
+def test_shipped_vit_top1_served_equals_python_on_real_images(shared_data, tmp_path):
+    """100 real CIFAR-10 JPEGs: the served top-1 equals the Python API's."""
+    import zoo
+    from training.image_data import extract_archive, load_image, scan_image_folder
+
+    if "vit-cifar10" not in zoo.list_models():
+        pytest.skip("vit-cifar10 is not shipped")
+    version = export_model("vit-cifar10", tmp_path / "repository", top_k=1)
+    folder = extract_archive(shared_data / "cifar10" / "cifar10-train-jpg.tar.gz",
+                             tmp_path / "cifar", limit_per_class=10)
+    paths, _, _ = scan_image_folder(folder / "train")
+    model = zoo.load("vit-cifar10")
+    expected = [row[0][0] for row in model.classify(
+        np.stack([load_image(p, image_size=32) for p in paths]), top_k=1)]
+    (served,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        f"data = [open(p, 'rb').read() for p in {[str(p) for p in paths]!r}]\n"
+        "out = f(images=tf.constant(data))\n"
+        "print(json.dumps([row[0].decode() for row in out['labels'].numpy()]))\n")
+    assert len(paths) == 100
+    assert served == expected
