@@ -57,3 +57,29 @@ def test_killed_run_resumes_from_its_last_checkpoint(shared_data, tmp_path):
     assert metrics["epochs_this_run"] < 4  # it did not start again from zero
     assert len(metrics["history"]["loss"]) == metrics["epochs_this_run"]
     assert Path(out / "model.keras").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, precision", [("jax", "mixed_bfloat16"),
+                                                ("tensorflow", "mixed_float16")])
+def test_recipe_trains_on_each_backend_and_precision(shared_data, tmp_path, backend, precision):
+    """`zoo train translator` runs on JAX (numpy batches, no tf.data) and TensorFlow, under
+    mixed precision (float16 with loss scaling), and the loss goes down."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "zoo.cli", "train", "translator",
+               "--multi30k", str(shared_data / "multi30k"), "--limit", "64",
+               "--validation-limit", "4", "--epochs", "3", "--output", str(out),
+               "--preset", "transformer-tiny", "--vocabulary-size", "300",
+               "--batch-size", "16", "--beam-size", "1", "--evaluate-every", "100",
+               "--warmup-steps", "10", "--learning-rate", "2e-3", "--precision", precision]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "KERAS_BACKEND": backend,
+                                 "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["backend"] == backend
+    losses = metrics["history"]["loss"]
+    assert all(loss == loss for loss in losses), losses  # no NaN
+    assert losses[-1] < losses[0], losses
