@@ -3,9 +3,11 @@
     PE(pos, 2i)     = sin(pos / 10000^(2i / d_model))
     PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model))
 
-Sines and cosines are interleaved as in the paper: even feature indices hold sines, odd ones
-cosines (some libraries concatenate all sines before all cosines instead; their tables are a
-permutation of this one and their checkpoints are not interchangeable with ours).
+Sines and cosines are interleaved as in the paper by default (`layout="interleaved"`): even
+feature indices hold sines, odd ones cosines. Some libraries (tensor2tensor, Marian and the
+Hugging Face port of its OPUS-MT models) concatenate all sines before all cosines instead:
+`layout="concatenated"` gives that table, `[sin(pos * w_0 .. w_{d/2-1}), cos(pos * w_0 ..)]`
+with the same wavelengths, so that such checkpoints compute as they were trained.
 """
 
 from __future__ import annotations
@@ -14,6 +16,14 @@ from typing import Any
 
 import keras
 from keras import ops
+
+LAYOUTS = ("interleaved", "concatenated")
+
+
+def _check_layout(layout: Any) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
+    return layout
 
 
 def _check_d_model(d_model: Any) -> None:
@@ -34,6 +44,7 @@ def sinusoidal_position_encoding(
     d_model: int,
     start_index: Any = 0,
     max_wavelength: float = 10000.0,
+    layout: str = "interleaved",
 ) -> Any:
     """The `(length, d_model)` sinusoidal encoding of positions `start_index, ...`.
 
@@ -44,13 +55,16 @@ def sinusoidal_position_encoding(
             when a decoder encodes one new token at a time.
         max_wavelength: the base of the geometric progression of wavelengths (10000 in the
             paper).
+        layout: "interleaved" (sin at 2i, cos at 2i + 1; the paper) or "concatenated" (all
+            sines, then all cosines; Marian / OPUS-MT).
 
     Returns:
         A float32 tensor of shape `(length, d_model)` whose row `r` encodes position
         `start_index + r`.
 
     Raises:
-        ValueError: if `d_model` is odd or not positive, or `max_wavelength` is not positive.
+        ValueError: if `d_model` is odd or not positive, `max_wavelength` is not positive or
+            `layout` is unknown.
 
     Example:
     >>> table = sinusoidal_position_encoding(4, 8)
@@ -58,6 +72,7 @@ def sinusoidal_position_encoding(
     (0.841471, 0.540302)
     """
     _check_d_model(d_model)
+    _check_layout(layout)
     if max_wavelength <= 0:
         raise ValueError(f"max_wavelength must be positive; got {max_wavelength}")
     d_model = int(d_model)
@@ -69,6 +84,9 @@ def sinusoidal_position_encoding(
         ops.convert_to_tensor(float(max_wavelength), "float32"), -two_i / float(d_model)
     )
     angles = ops.expand_dims(positions, -1) * ops.expand_dims(inverse_wavelengths, 0)
+    if layout == "concatenated":
+        # (length, d_model): sines at 0 .. d/2 - 1, cosines at d/2 .. d - 1.
+        return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
     # (length, d_model / 2, 2) -> (length, d_model): sin at 2i, cos at 2i + 1.
     interleaved = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
     return ops.reshape(interleaved, (-1, d_model))
@@ -84,6 +102,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     Args:
         max_wavelength: the base of the wavelengths' geometric progression (10000 in the
             paper).
+        layout: "interleaved" (the paper; the default) or "concatenated" (all sines, then
+            all cosines, as in Marian / OPUS-MT).
         **kwargs: standard layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -104,11 +124,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     (2, 5, 16)
     """
 
-    def __init__(self, max_wavelength: float = 10000.0, **kwargs: Any) -> None:
+    def __init__(self, max_wavelength: float = 10000.0, layout: str = "interleaved",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if max_wavelength <= 0:
             raise ValueError(f"max_wavelength must be positive; got {max_wavelength}")
         self.max_wavelength = max_wavelength
+        self.layout = _check_layout(layout)
         # A padding mask on the embeddings applies unchanged to their encoding.
         self.supports_masking = True
 
@@ -125,7 +147,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         shape = ops.shape(inputs)
         encoding = sinusoidal_position_encoding(
             shape[-2], inputs.shape[-1], start_index=start_index,
-            max_wavelength=self.max_wavelength,
+            max_wavelength=self.max_wavelength, layout=self.layout,
         )
         return ops.broadcast_to(ops.cast(encoding, inputs.dtype), shape)
 
@@ -134,5 +156,5 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength})
+        config.update({"max_wavelength": self.max_wavelength, "layout": self.layout})
         return config

@@ -57,6 +57,20 @@ class Translator(keras.Model):
         max_source_length: longest source, in tokens; longer inputs are truncated.
         max_target_length: longest output, in tokens.
         tokenizer: the `SubwordTokenizer` (needed by `translate`; stored with the model).
+        pad_id: the padding id; source and target positions holding it are masked out. 0
+            (the tokenizer's) by default; Marian / OPUS-MT models pad with the last id.
+        start_id: the id that starts every target (the decoder's first input); the
+            tokenizer's (or 2 without one) when None. It may equal `pad_id` (as in Marian),
+            and is then never masked as padding in the first target position.
+        end_id: the id that ends a target; the tokenizer's (or 3 without one) when None.
+        scale_embedding: multiply embeddings by sqrt(hidden_dim) (section 3.4).
+        position_layout: "interleaved" sinusoids (the paper) or "concatenated" (all sines,
+            then all cosines, as in Marian); see `SinusoidalPositionEncoding`.
+        output_bias: add a learned bias to the logits (Marian's `final_logits_bias`).
+        suppressed_token_ids: ids that greedy and beam search never choose (Marian forbids
+            its padding id); teacher-forced logits are not changed.
+        force_end_at_max_length: searches that reach `max_length` end with `end_id` as
+            their last token (Hugging Face's `forced_eos_token_id`).
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -87,6 +101,14 @@ class Translator(keras.Model):
         max_source_length: int = 128,
         max_target_length: int = 128,
         tokenizer: SubwordTokenizer | None = None,
+        pad_id: int = 0,
+        start_id: int | None = None,
+        end_id: int | None = None,
+        scale_embedding: bool = True,
+        position_layout: str = "interleaved",
+        output_bias: bool = False,
+        suppressed_token_ids: Sequence[int] = (),
+        force_end_at_max_length: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -103,16 +125,35 @@ class Translator(keras.Model):
         self.max_source_length = int(max_source_length)
         self.max_target_length = int(max_target_length)
         self.tokenizer = tokenizer
+        self.pad_id = int(pad_id)
+        self.start_id = None if start_id is None else int(start_id)
+        self.end_id = None if end_id is None else int(end_id)
+        self.scale_embedding = bool(scale_embedding)
+        self.position_layout = position_layout
+        self.output_bias = bool(output_bias)
+        self.suppressed_token_ids = sorted({int(i) for i in suppressed_token_ids})
+        self.force_end_at_max_length = bool(force_end_at_max_length)
+        for what in ("pad_id", "start_id", "end_id"):
+            value = getattr(self, what)
+            if value is not None and not 0 <= value < self.vocabulary_size:
+                raise ValueError(f"{what} {value} is outside the vocabulary "
+                                 f"[0, {self.vocabulary_size})")
+        bad = [i for i in self.suppressed_token_ids if not 0 <= i < self.vocabulary_size]
+        if bad:
+            raise ValueError(f"suppressed_token_ids {bad} are outside the vocabulary "
+                             f"[0, {self.vocabulary_size})")
         if tokenizer is not None and tokenizer.vocabulary_size != self.vocabulary_size:
             raise ValueError(
                 f"the tokenizer has {tokenizer.vocabulary_size} pieces but vocabulary_size is "
                 f"{self.vocabulary_size}"
             )
         policy = self.dtype_policy
-        self.embedding = TokenEmbedding(self.vocabulary_size, self.hidden_dim, dtype=policy,
+        self.embedding = TokenEmbedding(self.vocabulary_size, self.hidden_dim,
+                                        scale=self.scale_embedding,
+                                        mask_zero=self.pad_id == 0, dtype=policy,
                                         name="token_embedding")
-        self.position_encoding = SinusoidalPositionEncoding(dtype=policy,
-                                                            name="position_encoding")
+        self.position_encoding = SinusoidalPositionEncoding(
+            layout=position_layout, dtype=policy, name="position_encoding")
         self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         block_args = dict(num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
                           dropout=self.dropout, attention_dropout=self.attention_dropout,
@@ -129,7 +170,25 @@ class Translator(keras.Model):
                 epsilon=1e-5, dtype=policy, name="encoder_norm")
             self.decoder_norm = keras.layers.LayerNormalization(
                 epsilon=1e-5, dtype=policy, name="decoder_norm")
+        self.logits_bias = None
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros",
+                dtype="float32")
         self._search_functions: dict = {}
+
+    def special_ids(self) -> tuple[int, int]:
+        """`(start_id, end_id)`: the configured ones, else the tokenizer's, else (2, 3)."""
+        tok = self.tokenizer
+        start, end = (tok.start_id, tok.end_id) if tok is not None else (2, 3)
+        return (start if self.start_id is None else self.start_id,
+                end if self.end_id is None else self.end_id)
+
+    def _logits(self, hidden: Any) -> Any:
+        logits = self.embedding(hidden, reverse=True)
+        if self.logits_bias is not None:
+            logits = logits + ops.cast(self.logits_bias, "float32")
+        return logits
 
     # ------------------------------------------------------------------ presets
     @classmethod
@@ -152,7 +211,7 @@ class Translator(keras.Model):
     def encode(self, source_ids: Any, training: bool | None = None) -> tuple[Any, Any]:
         """Encodes `(batch, S)` source ids; returns `(memory (batch, S, d), mask (batch, S))`."""
         source_ids = ops.convert_to_tensor(source_ids, "int32")
-        mask = ops.not_equal(source_ids, 0)
+        mask = ops.not_equal(source_ids, self.pad_id)
         x = self._embed(source_ids, training=training)
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask, training=training)
@@ -168,7 +227,11 @@ class Translator(keras.Model):
         decoder block, a list of `(batch, heads, T, S)` arrays.
         """
         target_ids = ops.convert_to_tensor(target_ids, "int32")
-        target_mask = ops.not_equal(target_ids, 0)
+        target_mask = ops.not_equal(target_ids, self.pad_id)
+        if self.special_ids()[0] == self.pad_id:
+            # The start token is the padding id (Marian): the first position is never padding.
+            first = ops.arange(ops.shape(target_ids)[1]) == 0
+            target_mask = ops.logical_or(target_mask, ops.expand_dims(first, 0))
         x = self._embed(target_ids, training=training)
         cross = []
         for block in self.decoder_blocks:
@@ -182,7 +245,7 @@ class Translator(keras.Model):
                 x = out
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self.embedding(x, reverse=True)
+        logits = self._logits(x)
         return (logits, cross) if return_attention_scores else logits
 
     def call(self, inputs: dict, training: bool | None = None) -> Any:
@@ -235,7 +298,11 @@ class Translator(keras.Model):
             updated.append(layer_cache)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self.embedding(x, reverse=True)[:, 0, :]
+        logits = self._logits(x)[:, 0, :]
+        if self.suppressed_token_ids:
+            never = np.zeros((self.vocabulary_size,), "float32")
+            never[self.suppressed_token_ids] = -1e9
+            logits = logits + ops.convert_to_tensor(never)
         return logits, ops.stack(updated, axis=1)
 
     def generate(self, source_ids: Any, beam_size: int = 4, max_length: int | None = None,
@@ -258,24 +325,29 @@ class Translator(keras.Model):
             source_mask = ops.repeat(source_mask, beam_size, axis=0)
         self_cache, cross_cache = self.initial_cache(memory, max_length + 1)
 
+        start, end = self.special_ids()
+
         def next_logits(tokens: Any, index: Any, cache: tuple) -> tuple[Any, tuple]:
             logits, new_cache = self.decode_step(tokens, index, cache[0], cross_cache,
                                                  source_mask)
+            if self.force_end_at_max_length:
+                # The last allowed token can only be the end token.
+                only_end = ops.where(ops.arange(self.vocabulary_size) == end, 0.0, -1e9)
+                logits = ops.where(index >= max_length - 1, logits + only_end, logits)
             return logits, (new_cache,)
 
-        tok = self.tokenizer
-        start, end = (tok.start_id, tok.end_id) if tok is not None else (2, 3)
         if beam_size == 1:
-            return greedy_search(next_logits, (self_cache,), batch, max_length, start, end)
+            return greedy_search(next_logits, (self_cache,), batch, max_length, start, end,
+                                 pad_id=self.pad_id)
         return beam_search(next_logits, (self_cache,), batch, beam_size, max_length, start,
-                           end, alpha=alpha)
+                           end, pad_id=self.pad_id, alpha=alpha)
 
     def ensure_built(self) -> None:
         """Creates every variable with one tiny eager call, if that has not happened yet
         (a compiled search or an export must not create state)."""
         if not self.built:
             self({"source_ids": np.ones((1, 1), "int32"),
-                  "target_ids": np.full((1, 1), 2, "int32")})
+                  "target_ids": np.full((1, 1), self.special_ids()[0], "int32")})
 
     def default_max_length(self, source_length: int) -> int:
         """Output budget relative to the source: 1.5 x source + 10 tokens, capped."""
@@ -309,7 +381,7 @@ class Translator(keras.Model):
         encoded = tokenizer.encode(list(texts), max_length=self.max_source_length)
         longest = max(len(ids) for ids in encoded)
         width = min(self.max_source_length, -(-longest // 8) * 8)
-        batch = np.zeros((len(encoded), width), "int32")
+        batch = np.full((len(encoded), width), self.pad_id, "int32")
         for row, ids in enumerate(encoded):
             batch[row, :len(ids)] = ids
         return batch
@@ -397,6 +469,14 @@ class Translator(keras.Model):
             "normalize_first": self.normalize_first,
             "max_source_length": self.max_source_length,
             "max_target_length": self.max_target_length,
+            "pad_id": self.pad_id,
+            "start_id": self.start_id,
+            "end_id": self.end_id,
+            "scale_embedding": self.scale_embedding,
+            "position_layout": self.position_layout,
+            "output_bias": self.output_bias,
+            "suppressed_token_ids": list(self.suppressed_token_ids),
+            "force_end_at_max_length": self.force_end_at_max_length,
         })
         return config
 

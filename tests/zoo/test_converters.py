@@ -1,0 +1,209 @@
+"""Converters from public checkpoints: each reference model (random weights, tiny config, on
+the CPU) against its converted zoo model, logits to 1e-4 and greedy ids exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+from transformers import MarianConfig, MarianMTModel, ViTConfig, ViTForImageClassification  # noqa: E402
+
+from zoo.converters.hf_vit import vit_from_hf, vit_from_timm  # noqa: E402
+from zoo.converters.marian import translator_from_marian  # noqa: E402
+
+TOLERANCE = 1e-4
+
+
+def randomise(model: "torch.nn.Module", seed: int = 0) -> "torch.nn.Module":
+    """Every parameter drawn afresh, LayerNorm scales and all biases included (a zero bias
+    or a unit scale would hide a mis-mapped tensor); tied parameters stay tied."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "embed_positions" in name:  # Marian's fixed sinusoids
+                continue
+            if param.ndim == 1 and ("norm" in name) and name.endswith("weight"):
+                param.copy_(1.0 + 0.2 * torch.randn_like(param))
+            elif param.ndim == 1:
+                param.copy_(0.2 * torch.randn_like(param))
+            else:
+                fan_in = int(np.prod(param.shape[1:]))
+                param.copy_(torch.randn_like(param) * fan_in ** -0.5)
+    return model.eval()
+
+
+def state_dict(model: "torch.nn.Module") -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+
+
+def max_difference(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a, "float64") - np.asarray(b, "float64"))))
+
+
+# ---------------------------------------------------------------------- ViT (Hugging Face)
+@pytest.fixture(scope="module")
+def hf_vit():
+    config = ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=128, num_labels=10,
+                       id2label={i: f"label{i}" for i in range(10)},
+                       label2id={f"label{i}": i for i in range(10)})
+    return randomise(ViTForImageClassification(config))
+
+
+@pytest.fixture(scope="module")
+def pixel_values():
+    torch.manual_seed(1)
+    return torch.randn(4, 3, 32, 32)
+
+
+def test_vit_from_hf_state_dict_matches_logits(hf_vit, pixel_values):
+    with torch.no_grad():
+        expected = hf_vit(pixel_values=pixel_values).logits.numpy()
+    model = vit_from_hf(state_dict(hf_vit), hf_vit.config)
+    assert model.layer_norm_epsilon == pytest.approx(1e-12)
+    assert model.class_names[3] == "label3"
+    logits = np.asarray(model(np.transpose(pixel_values.numpy(), (0, 2, 3, 1))))
+    difference = max_difference(logits, expected)
+    print(f"ViT (HF state_dict) max |logit difference| = {difference:.3g}")
+    assert difference < TOLERANCE
+    assert (logits.argmax(-1) == expected.argmax(-1)).all()
+    assert np.abs(expected).max() > 1.0  # the comparison is not between near-zero logits
+
+
+def test_vit_from_hf_saved_files_and_rescaling(hf_vit, tmp_path):
+    """The checkpoint-file names (Transformers 4 layout) from `save_pretrained`; and
+    `include_rescaling=True` on 0..255 images equals the reference on mean = std = 0.5
+    normalised pixels."""
+    hf_vit.save_pretrained(tmp_path)
+    model = vit_from_hf(tmp_path, include_rescaling=True)
+    images = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3)).astype("uint8")
+    pixels = torch.from_numpy(images.transpose(0, 3, 1, 2).astype("float32") / 255.0)
+    with torch.no_grad():
+        expected = hf_vit(pixel_values=(pixels - 0.5) / 0.5).logits.numpy()
+    difference = max_difference(model(images), expected)
+    print(f"ViT (HF safetensors, uint8 images) max |logit difference| = {difference:.3g}")
+    assert difference < TOLERANCE
+
+
+def test_vit_from_hf_refuses_wrong_shapes_and_unused_tensors(hf_vit):
+    tensors = state_dict(hf_vit)
+    name = "vit.layers.1.mlp.fc1.weight"
+    bad = dict(tensors, **{name: np.zeros((100, 64), "float32")})
+    with pytest.raises(ValueError, match=r"vit\.layers\.1\.mlp\.fc1\.weight.*\(100, 64\).*"
+                                         r"\(128, 64\)"):
+        vit_from_hf(bad, hf_vit.config)
+    extra = dict(tensors, **{"vit.pooler.dense.weight": np.zeros((64, 64), "float32")})
+    with pytest.raises(ValueError, match="not used.*vit.pooler.dense.weight"):
+        vit_from_hf(extra, hf_vit.config)
+
+
+# ---------------------------------------------------------------------- ViT (timm)
+def test_vit_from_timm_matches_logits():
+    timm = pytest.importorskip("timm")
+    reference = timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0,
+        num_classes=10)
+    randomise(reference)
+    torch.manual_seed(2)
+    pixels = torch.randn(4, 3, 32, 32)
+    with torch.no_grad():
+        expected = reference(pixels).numpy()
+    model = vit_from_timm(state_dict(reference), num_heads=4)
+    logits = np.asarray(model(np.transpose(pixels.numpy(), (0, 2, 3, 1))))
+    difference = max_difference(logits, expected)
+    print(f"ViT (timm) max |logit difference| = {difference:.3g}")
+    assert difference < TOLERANCE
+    bad = dict(state_dict(reference), **{"blocks.0.attn.qkv.weight": np.zeros((64, 64))})
+    with pytest.raises(ValueError, match=r"blocks\.0\.attn\.qkv\.weight.*\(64, 64\).*"
+                                         r"\(192, 64\)"):
+        vit_from_timm(bad, num_heads=4)
+
+
+# ---------------------------------------------------------------------- Marian
+PAD, EOS, VOCAB = 99, 0, 100
+
+
+@pytest.fixture(scope="module")
+def hf_marian():
+    config = MarianConfig(
+        vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+        decoder_ffn_dim=128, max_position_embeddings=64, activation_function="swish",
+        scale_embedding=True, pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=EOS,
+        forced_eos_token_id=EOS)
+    model = randomise(MarianMTModel(config))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        model.final_logits_bias.copy_(0.5 * torch.randn_like(model.final_logits_bias))
+        model.final_logits_bias[0, EOS] = 2.0  # some greedy outputs end before the limit
+    return model
+
+
+@pytest.fixture(scope="module")
+def source_ids():
+    """Sources ending with </s> (id 0), right-padded with the pad id 99."""
+    rng = np.random.default_rng(4)
+    lengths = [9, 6, 4, 9]
+    ids = np.full((len(lengths), 9), PAD, "int64")
+    for row, length in enumerate(lengths):
+        ids[row, :length - 1] = rng.integers(1, PAD, length - 1)
+        ids[row, length - 1] = EOS
+    return ids
+
+
+def test_translator_from_marian_teacher_forced_logits(hf_marian, source_ids):
+    model = translator_from_marian(state_dict(hf_marian), hf_marian.config)
+    rng = np.random.default_rng(5)
+    targets = np.concatenate([np.full((4, 1), PAD), rng.integers(0, PAD, (4, 7))], axis=1)
+    with torch.no_grad():
+        expected = hf_marian(
+            input_ids=torch.from_numpy(source_ids),
+            attention_mask=torch.from_numpy(source_ids != PAD).long(),
+            decoder_input_ids=torch.from_numpy(targets)).logits.numpy()
+    logits = np.asarray(model({"source_ids": source_ids.astype("int32"),
+                               "target_ids": targets.astype("int32")}))
+    difference = max_difference(logits, expected)
+    print(f"Marian teacher-forced max |logit difference| = {difference:.3g}")
+    assert difference < TOLERANCE
+    assert np.abs(expected).max() > 1.0
+
+
+@pytest.mark.parametrize("from_files", [False, True])
+def test_translator_from_marian_greedy_ids(hf_marian, source_ids, tmp_path, from_files):
+    if from_files:
+        hf_marian.save_pretrained(tmp_path)
+        model = translator_from_marian(tmp_path)
+    else:
+        model = translator_from_marian(state_dict(hf_marian), hf_marian.config)
+    steps = 12
+    with torch.no_grad():
+        expected = hf_marian.generate(
+            input_ids=torch.from_numpy(source_ids),
+            attention_mask=torch.from_numpy(source_ids != PAD).long(),
+            num_beams=1, do_sample=False, max_new_tokens=steps,
+            bad_words_ids=[[PAD]]).numpy()
+    assert (expected[:, 0] == PAD).all()  # the start token
+    expected = expected[:, 1:]
+    tokens, _ = model.search(source_ids.astype("int32"), beam_size=1, max_length=steps)
+    width = expected.shape[1]
+    np.testing.assert_array_equal(tokens[:, :width], expected)
+    assert (tokens[:, width:] == PAD).all()
+    ended_early = [(row[:-1] == EOS).any() for row in tokens]
+    assert any(ended_early) and not all(ended_early)  # both kinds of ending were compared
+
+
+def test_translator_from_marian_refuses_wrong_shapes_and_unused_tensors(hf_marian):
+    tensors = state_dict(hf_marian)
+    name = "model.decoder.layers.1.encoder_attn.k_proj.weight"
+    bad = dict(tensors, **{name: np.zeros((64, 32), "float32")})
+    with pytest.raises(ValueError, match=r"encoder_attn\.k_proj\.weight.*\(64, 32\).*\(64, 64\)"):
+        translator_from_marian(bad, hf_marian.config)
+    extra = dict(tensors, **{"model.encoder.layernorm_embedding.weight": np.ones(64)})
+    with pytest.raises(ValueError, match="not used.*layernorm_embedding"):
+        translator_from_marian(extra, hf_marian.config)
+    untied = dict(tensors, **{"lm_head.weight": tensors["lm_head.weight"] + 1.0})
+    with pytest.raises(ValueError, match="lm_head.weight differs"):
+        translator_from_marian(untied, hf_marian.config)

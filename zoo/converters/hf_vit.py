@@ -1,0 +1,276 @@
+"""Vision Transformer checkpoints from Hugging Face and timm into `zoo.vit.VisionTransformer`.
+
+Both layouts are the paper's pre-norm ViT with a class token, so every tensor has a place in
+our model; only the memory layout changes:
+
+    PyTorch Linear (out, in)                  -> Dense kernel (in, out)
+    attention q/k/v (heads * head_dim, d)     -> query kernel (d, heads, head_dim)
+    attention output (d, heads * head_dim)    -> output kernel (heads, head_dim, d)
+    patch Conv2d (D, C, p, p), NCHW images    -> Conv2D kernel (p, p, C, D), NHWC images
+    position table (1, 1 + N, D)              -> (1 + N, D)
+    timm's fused qkv (3 * d, d)               -> q, k, v rows in that order
+
+Inputs: the reference models take normalised `pixel_values` in NCHW. The converted model takes
+NHWC images; with `include_rescaling=False` (the default here) they are the same normalised
+values (`np.transpose(pixel_values, (0, 2, 3, 1))`). Checkpoints whose image processor
+normalises with mean = std = 0.5 (the original Google ViTs, timm's augreg ViTs) can instead be
+built with `include_rescaling=True` and fed 0..255 images, which our model maps to [-1, 1]
+exactly as such a processor does.
+
+Example (the file is downloaded beforehand, e.g. with `huggingface-cli download`):
+
+    >>> from zoo.converters.hf_vit import vit_from_hf
+    >>> model = vit_from_hf("vit-base-patch16-224/")         # model.safetensors + config.json
+    >>> model.classify(image_uint8)                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from zoo.converters._tensors import (
+    Checkpoint,
+    assign,
+    config_value,
+    keras_activation,
+    load_config,
+    load_tensors,
+    set_attention,
+    set_layer_norm,
+    set_linear,
+)
+from zoo.vit import VisionTransformer
+
+# Each role of an encoder block: the Transformers 5 (in-memory) name, then the name in
+# checkpoint files (and in Transformers 4), under "vit.layers.{i}." / "vit.encoder.layer.{i}.".
+_HF_BLOCK_NAMES = {
+    "norm1": ("layernorm_before", "layernorm_before"),
+    "query": ("attention.q_proj", "attention.attention.query"),
+    "key": ("attention.k_proj", "attention.attention.key"),
+    "value": ("attention.v_proj", "attention.attention.value"),
+    "output": ("attention.o_proj", "attention.output.dense"),
+    "norm2": ("layernorm_after", "layernorm_after"),
+    "fc1": ("mlp.fc1", "intermediate.dense"),
+    "fc2": ("mlp.fc2", "output.dense"),
+}
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    if isinstance(value, (list, tuple)):
+        return int(value[0]), int(value[1])
+    return int(value), int(value)
+
+
+def _class_names(config: Any, num_classes: int) -> list[str] | None:
+    id2label = config_value(config, "id2label") or {}
+    names = {int(k): str(v) for k, v in dict(id2label).items()}
+    if sorted(names) != list(range(num_classes)):
+        return None
+    return [names[i] for i in range(num_classes)]
+
+
+def _load_block(block: Any, get: Any, hidden: int, intermediate: int, qkv_bias: bool,
+                name: str) -> None:
+    """Writes one encoder block from `get(role, suffix, shape)` tensors."""
+    set_layer_norm(block.self_attention_norm, get("norm1", "weight", (hidden,)),
+                   get("norm1", "bias", (hidden,)), f"{name}.norm1")
+    projections = {}
+    for role in ("query", "key", "value"):
+        weight = get(role, "weight", (hidden, hidden))
+        bias = get(role, "bias", (hidden,)) if qkv_bias else None
+        projections[role] = (weight, bias)
+    projections["output"] = (get("output", "weight", (hidden, hidden)),
+                             get("output", "bias", (hidden,)))
+    set_attention(block.self_attention, projections, f"{name}.attention")
+    set_layer_norm(block.feed_forward_norm, get("norm2", "weight", (hidden,)),
+                   get("norm2", "bias", (hidden,)), f"{name}.norm2")
+    ffn = block.feed_forward
+    set_linear(ffn.intermediate_dense, get("fc1", "weight", (intermediate, hidden)),
+               get("fc1", "bias", (intermediate,)), f"{name}.fc1")
+    set_linear(ffn.output_dense, get("fc2", "weight", (hidden, intermediate)),
+               get("fc2", "bias", (hidden,)), f"{name}.fc2")
+
+
+def _load_stem(model: VisionTransformer, cls_token: np.ndarray, positions: np.ndarray,
+               patch_weight: np.ndarray, patch_bias: np.ndarray, names: Sequence[str]) -> None:
+    assign(model.class_token.class_token, cls_token, names[0])
+    assign(model.position_embedding.position_embeddings, positions[0], names[1])
+    projection = model.patch_embedding.projection
+    assign(projection.kernel, patch_weight.transpose(2, 3, 1, 0), names[2])
+    assign(projection.bias, patch_bias, names[3])
+
+
+def vit_from_hf(state_dict_or_path: Any, config: Any = None, *,
+                include_rescaling: bool = False, **overrides: Any) -> VisionTransformer:
+    """A `VisionTransformer` holding a Hugging Face `ViTForImageClassification` checkpoint.
+
+    Args:
+        state_dict_or_path: the model's tensors (`model.state_dict()`, or any dict of NumPy
+            arrays, in the Transformers 5 names or the names of checkpoint files), a
+            `.safetensors` file, or a directory with `model.safetensors` and `config.json`.
+        config: a `transformers.ViTConfig` or the dict of its `config.json`; read from the
+            checkpoint's directory when None.
+        include_rescaling: build the model to take 0..255 images (mapped to [-1, 1]); False
+            (the default) for inputs normalised as the reference model's `pixel_values`.
+        **overrides: other `VisionTransformer` arguments (e.g. `name`, `dtype`,
+            `class_names`).
+
+    Returns:
+        A built `VisionTransformer` whose logits for NHWC images equal the reference
+        model's for the same NCHW `pixel_values`.
+
+    Raises:
+        ValueError: for a tensor whose shape does not fit the configuration (the message
+            names the tensor and both shapes), a missing tensor, a tensor left unused (an
+            unsupported variant), or an unsupported configuration.
+    """
+    config = load_config(config, state_dict_or_path)
+    ckpt = Checkpoint(load_tensors(state_dict_or_path), "Hugging Face ViT")
+    hidden = int(config_value(config, "hidden_size"))
+    layers = int(config_value(config, "num_hidden_layers"))
+    heads = int(config_value(config, "num_attention_heads"))
+    intermediate = int(config_value(config, "intermediate_size"))
+    channels = int(config_value(config, "num_channels", 3))
+    patch = int(config_value(config, "patch_size"))
+    height, width = _pair(config_value(config, "image_size"))
+    qkv_bias = bool(config_value(config, "qkv_bias", True))
+    activation = keras_activation(config_value(config, "hidden_act", "gelu"), "ViT")
+    if activation != "gelu":
+        raise ValueError(f"our ViT uses GELU; this checkpoint uses {activation!r}")
+    if "classifier.weight" not in ckpt:
+        raise ValueError("the checkpoint has no classifier.weight: convert a "
+                         "ViTForImageClassification checkpoint (ViTModel has no head)")
+    num_classes = int(ckpt.tensors["classifier.weight"].shape[0])
+    tokens = 1 + (height // patch) * (width // patch)
+
+    kwargs = dict(
+        image_size=height if height == width else (height, width), patch_size=patch,
+        num_classes=num_classes, hidden_dim=hidden, num_layers=layers, num_heads=heads,
+        intermediate_dim=intermediate,
+        dropout=float(config_value(config, "hidden_dropout_prob", 0.0)),
+        attention_dropout=float(config_value(config, "attention_probs_dropout_prob", 0.0)),
+        layer_norm_epsilon=float(config_value(config, "layer_norm_eps", 1e-12)),
+        class_names=_class_names(config, num_classes), include_rescaling=include_rescaling,
+        num_channels=channels)
+    model = VisionTransformer(**{**kwargs, **overrides})
+
+    names = ("vit.embeddings.cls_token", "vit.embeddings.position_embeddings",
+             "vit.embeddings.patch_embeddings.projection.weight",
+             "vit.embeddings.patch_embeddings.projection.bias")
+    _load_stem(model, ckpt.take(names[0], (1, 1, hidden)),
+               ckpt.take(names[1], (1, tokens, hidden)),
+               ckpt.take(names[2], (hidden, channels, patch, patch)),
+               ckpt.take(names[3], (hidden,)), names)
+    for i, block in enumerate(model.encoder_blocks):
+        prefixes = (f"vit.layers.{i}.", f"vit.encoder.layer.{i}.")
+
+        def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
+            return ckpt.take_any(
+                [p + n + "." + suffix for p, n in zip(prefixes, _HF_BLOCK_NAMES[role])], shape)
+
+        _load_block(block, get, hidden, intermediate, qkv_bias, f"vit.layers.{i}")
+    set_layer_norm(model.encoder_norm, ckpt.take("vit.layernorm.weight", (hidden,)),
+                   ckpt.take("vit.layernorm.bias", (hidden,)), "vit.layernorm")
+    set_linear(model.head, ckpt.take("classifier.weight", (num_classes, hidden)),
+               ckpt.take("classifier.bias", (num_classes,)), "classifier")
+    ckpt.check_all_used()
+    return model
+
+
+def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
+                  image_size: int | tuple[int, int] | None = None,
+                  layer_norm_epsilon: float = 1e-6, class_names: Sequence[str] | None = None,
+                  include_rescaling: bool = False, **overrides: Any) -> VisionTransformer:
+    """A `VisionTransformer` holding a timm `VisionTransformer` checkpoint.
+
+    Supported: the classic ViT/DeiT layout with a class token, "token" pooling and a head
+    (`cls_token`, `pos_embed`, `patch_embed.proj`, `blocks.N.{norm1, attn.qkv, attn.proj,
+    norm2, mlp.fc1, mlp.fc2}`, `norm`, `head`). Variants with other tensors (layer scale,
+    register tokens, `fc_norm` for average pooling, distillation tokens) are refused.
+
+    The sizes are read from the tensors' shapes; a timm state dict does not record the
+    number of heads, so it must be given.
+
+    Args:
+        state_dict_or_path: `model.state_dict()` (or a dict of NumPy arrays) or a
+            `.safetensors` file / directory.
+        num_heads: attention heads per block (e.g. 3 for ViT-Ti, 6 for ViT-S, 12 for ViT-B).
+        image_size: the image side or `(height, width)`; by default the square the position
+            table fits.
+        layer_norm_epsilon: timm's ViTs use 1e-6.
+        class_names: one name per class, if known.
+        include_rescaling: as for `vit_from_hf`.
+        **overrides: other `VisionTransformer` arguments.
+
+    Returns:
+        A built `VisionTransformer`.
+
+    Raises:
+        ValueError: as `vit_from_hf`.
+    """
+    ckpt = Checkpoint(load_tensors(state_dict_or_path), "timm ViT")
+    for name in ("cls_token", "pos_embed", "patch_embed.proj.weight", "head.weight"):
+        if name not in ckpt:
+            raise ValueError(f"the timm ViT checkpoint has no tensor {name!r} (only ViTs with "
+                             "a class token and a classification head are supported)")
+    hidden, channels, patch, patch_w = ckpt.tensors["patch_embed.proj.weight"].shape
+    if patch != patch_w:
+        raise ValueError(f"patch_embed.proj.weight has non-square patches {patch}x{patch_w}")
+    layers = 1 + max([int(m.group(1)) for m in
+                      (re.match(r"blocks\.(\d+)\.", n) for n in ckpt.names()) if m],
+                     default=-1)
+    if layers < 1:
+        raise ValueError("the timm ViT checkpoint has no blocks.N tensors")
+    if "blocks.0.mlp.fc1.weight" not in ckpt:
+        raise ValueError("the timm ViT checkpoint has no tensor 'blocks.0.mlp.fc1.weight'")
+    intermediate = int(ckpt.tensors["blocks.0.mlp.fc1.weight"].shape[0])
+    num_classes = int(ckpt.tensors["head.weight"].shape[0])
+    if image_size is None:
+        cells = int(ckpt.tensors["pos_embed"].shape[1]) - 1
+        side = math.isqrt(max(cells, 0))
+        if side * side != cells:
+            raise ValueError(f"pos_embed has {cells + 1} rows, not a class token and a square "
+                             "grid; pass image_size=(height, width)")
+        image_size = side * patch
+    height, width = _pair(image_size)
+    tokens = 1 + (height // patch) * (width // patch)
+    kwargs = dict(
+        image_size=image_size, patch_size=int(patch), num_classes=num_classes,
+        hidden_dim=int(hidden), num_layers=layers, num_heads=int(num_heads),
+        intermediate_dim=intermediate, dropout=0.0, attention_dropout=0.0,
+        layer_norm_epsilon=layer_norm_epsilon, class_names=class_names,
+        include_rescaling=include_rescaling, num_channels=int(channels))
+    model = VisionTransformer(**{**kwargs, **overrides})
+
+    names = ("cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias")
+    _load_stem(model, ckpt.take(names[0], (1, 1, hidden)),
+               ckpt.take(names[1], (1, tokens, hidden)),
+               ckpt.take(names[2], (hidden, channels, patch, patch)),
+               ckpt.take(names[3], (hidden,)), names)
+    timm_names = {"norm1": "norm1", "output": "attn.proj", "norm2": "norm2",
+                  "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
+    for i, block in enumerate(model.encoder_blocks):
+        prefix = f"blocks.{i}."
+        qkv_weight = ckpt.take(prefix + "attn.qkv.weight", (3 * hidden, hidden))
+        qkv_bias = (ckpt.take(prefix + "attn.qkv.bias", (3 * hidden,))
+                    if prefix + "attn.qkv.bias" in ckpt else None)
+        split = {"query": 0, "key": 1, "value": 2}
+
+        def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
+            if role in split:  # rows [q; k; v] of the fused projection
+                rows = slice(split[role] * hidden, (split[role] + 1) * hidden)
+                return (qkv_weight if suffix == "weight" else qkv_bias)[rows]
+            return ckpt.take(prefix + timm_names[role] + "." + suffix, shape)
+
+        _load_block(block, get, int(hidden), intermediate, qkv_bias is not None,
+                    f"blocks.{i}")
+    set_layer_norm(model.encoder_norm, ckpt.take("norm.weight", (hidden,)),
+                   ckpt.take("norm.bias", (hidden,)), "norm")
+    set_linear(model.head, ckpt.take("head.weight", (num_classes, hidden)),
+               ckpt.take("head.bias", (num_classes,)), "head")
+    ckpt.check_all_used()
+    return model

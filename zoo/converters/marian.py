@@ -1,0 +1,208 @@
+"""Marian / OPUS-MT checkpoints (Hugging Face `MarianMTModel`) into `zoo.translator.Translator`.
+
+Marian is the paper's post-norm encoder-decoder, so each tensor has a place in `Translator`;
+the differences from our defaults become `Translator` options:
+
+    sinusoids: all sines, then all cosines            position_layout="concatenated"
+    embeddings scaled by sqrt(d) (scale_embedding)     scale_embedding=...
+    feed-forward activation "swish" (OPUS-MT)          activation="silu"
+    final_logits_bias added to the tied projection     output_bias=True
+    pad id = vocab - 1 = decoder start id, eos id 0    pad_id, start_id, end_id
+    generation never emits the pad id (bad_words_ids)  suppressed_token_ids=[pad_id]
+    forced_eos_token_id at the length limit            force_end_at_max_length=True
+
+One matrix serves as encoder and decoder embeddings and as the output projection
+(`model.shared.weight`; the tied copies `model.encoder.embed_tokens.weight`,
+`model.decoder.embed_tokens.weight` and `lm_head.weight`, where a checkpoint holds them, must
+equal it). The sinusoid tables (`model.*.embed_positions.weight`) are not weights of ours:
+where present they are checked against our table.
+
+Tokens: the converted model works on token ids (`Translator.search` / `generate`); it has no
+tokenizer, since OPUS-MT's SentencePiece models and `vocab.json` number pieces differently
+from `zoo.tokenizer.SubwordTokenizer`. Encode sources with the checkpoint's own
+`MarianTokenizer` (ids end with the eos id 0; pad with `pad_id`), decode the outputs with it.
+
+Example (files downloaded beforehand):
+
+    >>> from zoo.converters.marian import translator_from_marian
+    >>> model = translator_from_marian("opus-mt-en-de/")   # model.safetensors + config.json
+    >>> tokens, _ = model.search(source_ids, beam_size=1)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from layers.sinusoidal_position_encoding import sinusoidal_position_encoding
+from zoo.converters._tensors import (
+    Checkpoint,
+    assign,
+    config_value,
+    keras_activation,
+    load_config,
+    load_tensors,
+    set_attention,
+    set_layer_norm,
+    set_linear,
+)
+from zoo.translator import Translator
+
+_EMBEDDING_NAMES = ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                    "model.decoder.embed_tokens.weight", "lm_head.weight")
+# Sinusoid tables are computed in float64 by Transformers and in float32 by us.
+_POSITION_TOLERANCE = 1e-3
+
+
+def _attention(ckpt: Checkpoint, prefix: str, d: int) -> dict:
+    projections = {}
+    for role, name in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj"),
+                       ("output", "out_proj")):
+        projections[role] = (ckpt.take(f"{prefix}.{name}.weight", (d, d)),
+                             ckpt.take(f"{prefix}.{name}.bias", (d,)))
+    return projections
+
+
+def _norm(ckpt: Checkpoint, norm: Any, prefix: str, d: int) -> None:
+    set_layer_norm(norm, ckpt.take(f"{prefix}.weight", (d,)), ckpt.take(f"{prefix}.bias", (d,)),
+                   prefix)
+
+
+def _feed_forward(ckpt: Checkpoint, block: Any, prefix: str, d: int, ffn: int) -> None:
+    set_linear(block.feed_forward.intermediate_dense,
+               ckpt.take(f"{prefix}.fc1.weight", (ffn, d)), ckpt.take(f"{prefix}.fc1.bias", (ffn,)),
+               f"{prefix}.fc1")
+    set_linear(block.feed_forward.output_dense,
+               ckpt.take(f"{prefix}.fc2.weight", (d, ffn)), ckpt.take(f"{prefix}.fc2.bias", (d,)),
+               f"{prefix}.fc2")
+    _norm(ckpt, block.feed_forward_norm, f"{prefix}.final_layer_norm", d)
+
+
+def _same(config: Any, encoder_key: str, decoder_key: str) -> int:
+    encoder, decoder = config_value(config, encoder_key), config_value(config, decoder_key)
+    if encoder != decoder:
+        raise ValueError(f"Translator has one {encoder_key.split('_', 1)[1]} for encoder and "
+                         f"decoder; this checkpoint has {encoder_key}={encoder} and "
+                         f"{decoder_key}={decoder}")
+    return int(encoder)
+
+
+def translator_from_marian(state_dict_or_path: Any, config: Any = None,
+                           **overrides: Any) -> Translator:
+    """A `Translator` holding a Hugging Face `MarianMTModel` (OPUS-MT) checkpoint.
+
+    Args:
+        state_dict_or_path: the model's tensors (`model.state_dict()` or a dict of NumPy
+            arrays), a `.safetensors` file, or a directory with `model.safetensors` and
+            `config.json`.
+        config: a `transformers.MarianConfig` or the dict of its `config.json`; read from
+            the checkpoint's directory when None.
+        **overrides: other `Translator` arguments (`max_target_length`, `name`, `dtype`,
+            `suppressed_token_ids`, `force_end_at_max_length`, ...).
+
+    Returns:
+        A built `Translator` without a tokenizer. Its teacher-forced logits equal the
+        reference model's (`final_logits_bias` included), and greedy search
+        (`search(ids, beam_size=1, max_length=n)`) gives the ids of
+        `generate(ids, attention_mask=ids != pad, num_beams=1, do_sample=False,
+        max_new_tokens=n, bad_words_ids=[[pad]])` without the leading start id (beam search
+        scores hypotheses as our `beam_search` does, which differs from Transformers'
+        length penalty).
+
+    Raises:
+        ValueError: for a tensor whose shape does not fit the configuration (naming the
+            tensor and both shapes), a missing or unused tensor, tied embeddings that
+            differ, or an unsupported configuration (separate encoder and decoder
+            vocabularies, encoder and decoder of different widths, odd `d_model`).
+    """
+    config = load_config(config, state_dict_or_path)
+    ckpt = Checkpoint(load_tensors(state_dict_or_path), "Marian")
+    if not config_value(config, "share_encoder_decoder_embeddings", True):
+        raise ValueError("Translator shares one vocabulary between source and target; this "
+                         "checkpoint has separate encoder and decoder embeddings")
+    vocabulary = int(config_value(config, "vocab_size"))
+    decoder_vocabulary = config_value(config, "decoder_vocab_size") or vocabulary
+    if int(decoder_vocabulary) != vocabulary:
+        raise ValueError(f"decoder_vocab_size {decoder_vocabulary} differs from vocab_size "
+                         f"{vocabulary}; Translator needs one shared vocabulary")
+    d = int(config_value(config, "d_model"))
+    heads = _same(config, "encoder_attention_heads", "decoder_attention_heads")
+    ffn = _same(config, "encoder_ffn_dim", "decoder_ffn_dim")
+    encoder_layers = int(config_value(config, "encoder_layers"))
+    decoder_layers = int(config_value(config, "decoder_layers"))
+    pad_id = int(config_value(config, "pad_token_id"))
+    start_id = config_value(config, "decoder_start_token_id")
+    start_id = pad_id if start_id is None else int(start_id)
+    end_id = config_value(config, "eos_token_id")
+    end_id = int(end_id[0] if isinstance(end_id, (list, tuple)) else end_id)
+    max_positions = int(config_value(config, "max_position_embeddings", 512))
+    # Single-token bad_words_ids (OPUS-MT: [[pad]]) are tokens generation never picks.
+    bad_words = config_value(config, "bad_words_ids") or [[pad_id]]
+    suppressed = sorted({int(w[0]) for w in bad_words if len(w) == 1})
+    forced_eos = config_value(config, "forced_eos_token_id", end_id)
+    if forced_eos is not None and int(forced_eos) != end_id:
+        raise ValueError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
+
+    kwargs = dict(
+        vocabulary_size=vocabulary, hidden_dim=d, num_encoder_layers=encoder_layers,
+        num_decoder_layers=decoder_layers, num_heads=heads, intermediate_dim=ffn,
+        dropout=float(config_value(config, "dropout", 0.1)),
+        attention_dropout=float(config_value(config, "attention_dropout", 0.0)),
+        activation=keras_activation(config_value(config, "activation_function", "gelu"),
+                                    "Marian"),
+        normalize_first=False, max_source_length=max_positions,
+        max_target_length=max_positions, pad_id=pad_id, start_id=start_id, end_id=end_id,
+        scale_embedding=bool(config_value(config, "scale_embedding", False)),
+        position_layout="concatenated", output_bias=True, suppressed_token_ids=suppressed,
+        force_end_at_max_length=forced_eos is not None)
+    model = Translator(**{**kwargs, **overrides})
+    model.ensure_built()
+
+    # One embedding matrix; its tied copies must be equal to it.
+    present = [n for n in _EMBEDDING_NAMES if n in ckpt]
+    if not present:
+        raise ValueError(f"the Marian checkpoint has none of the embeddings {_EMBEDDING_NAMES}")
+    embedding = ckpt.take(present[0], (vocabulary, d))
+    for name in present[1:]:
+        copy = ckpt.take(name, (vocabulary, d))
+        if not np.array_equal(copy, embedding):
+            raise ValueError(f"{name} differs from {present[0]}: untied embeddings are not "
+                             "supported (Translator ties source, target and output)")
+    assign(model.embedding.embeddings, embedding, present[0])
+    bias = (ckpt.take("final_logits_bias", (1, vocabulary))[0]
+            if "final_logits_bias" in ckpt else np.zeros((vocabulary,), "float32"))
+    assign(model.logits_bias, bias, "final_logits_bias")
+
+    for side in ("encoder", "decoder"):
+        name = f"model.{side}.embed_positions.weight"
+        if name in ckpt:
+            table = ckpt.tensors[name]
+            if table.ndim != 2 or table.shape[1] != d:
+                raise ValueError(f"checkpoint tensor {name!r} has shape {tuple(table.shape)}, "
+                                 f"but the Marian configuration expects (positions, {d})")
+            ours = np.asarray(sinusoidal_position_encoding(
+                table.shape[0], d, layout=model.position_layout))
+            error = float(np.max(np.abs(ours - table)))
+            if error > _POSITION_TOLERANCE:
+                raise ValueError(f"{name} is not the concatenated sinusoid table of our "
+                                 f"position encoding (max difference {error:.3g})")
+            ckpt.take(name)
+
+    for i, block in enumerate(model.encoder_blocks):
+        prefix = f"model.encoder.layers.{i}"
+        set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
+                      f"{prefix}.self_attn")
+        _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
+        _feed_forward(ckpt, block, prefix, d, ffn)
+    for i, block in enumerate(model.decoder_blocks):
+        prefix = f"model.decoder.layers.{i}"
+        set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
+                      f"{prefix}.self_attn")
+        _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
+        set_attention(block.cross_attention, _attention(ckpt, f"{prefix}.encoder_attn", d),
+                      f"{prefix}.encoder_attn")
+        _norm(ckpt, block.cross_attention_norm, f"{prefix}.encoder_attn_layer_norm", d)
+        _feed_forward(ckpt, block, prefix, d, ffn)
+    ckpt.check_all_used()
+    return model
