@@ -20,7 +20,12 @@ from training.image_data import (
     train_validation_split,
 )
 from training.losses import MaskedAccuracy, MaskedSparseCrossEntropy, masked_accuracy
-from training.optimizers import SelectiveDecayAdamW, adamw_no_decay_on_norms, transformer_adam
+from training.optimizers import (
+    SelectiveDecayAdamW,
+    adamw_no_decay_on_norms,
+    relative_variable_path,
+    transformer_adam,
+)
 from training.precision import set_precision, wrap_optimizer_for_precision
 from training.rand_augment import RandAugmentPolicy
 from training.schedules import InverseSqrtWarmup, WarmupCosine

@@ -11,7 +11,7 @@ token are not decayed: shrinking them towards zero is a prior nobody wants.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import keras
 
@@ -56,7 +56,8 @@ def transformer_adam(
 
 @keras.saving.register_keras_serializable(package="zoo")
 class SelectiveDecayAdamW(keras.optimizers.AdamW):
-    """AdamW that skips weight decay on variables whose path contains a keyword.
+    """AdamW that skips weight decay on variables whose path contains a keyword, and can
+    scale the learning rate per variable (layer-wise learning-rate decay for fine-tuning).
 
     Keras' own `exclude_from_weight_decay(var_names=...)` matches the variable's short name
     only ("gamma", "beta", "kernel"), which says nothing about the layer it belongs to; a
@@ -65,12 +66,30 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
 
     Args:
         no_decay_keywords: Substrings of variable paths to leave undecayed.
+        learning_rate_multipliers: `{path: factor}`: the learning rate (and the decoupled
+            weight decay, which is proportional to it) of the variable with that path is
+            multiplied by the factor; others use the learning rate as it is. A path is the
+            variable's `path` without its first component (the model's name, which changes
+            from one instance to the next), e.g. "encoder_block_0/self_attention/query/kernel";
+            see `zoo.finetune.layer_decay_multipliers`.
         **kwargs: `keras.optimizers.AdamW` arguments.
+
+    Raises:
+        ValueError: for a negative multiplier, or (when the optimizer is built) a
+            multiplier path that names no variable being trained.
     """
 
-    def __init__(self, no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS, **kwargs: Any):
+    def __init__(self, no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS,
+                 learning_rate_multipliers: Mapping[str, float] | None = None,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.no_decay_keywords = tuple(str(k) for k in no_decay_keywords)
+        multipliers = dict(learning_rate_multipliers or {})
+        negative = {k: v for k, v in multipliers.items() if float(v) < 0}
+        if negative:
+            raise ValueError(f"learning-rate multipliers must be >= 0; got {negative}")
+        self.learning_rate_multipliers = {str(k): float(v) for k, v in multipliers.items()}
+        self._multiplier_of_index: list[float] = []
 
     def build(self, var_list: list) -> None:
         if self.no_decay_keywords and not self.built:
@@ -79,12 +98,55 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
             # The variables themselves, not names: on TensorFlow the decay step sees
             # tf.Variables whose names lost the Keras path.
             self.exclude_from_weight_decay(var_list=excluded)
+        if self.learning_rate_multipliers and not self.built:
+            paths = [relative_variable_path(v) for v in var_list]
+            unknown = sorted(set(self.learning_rate_multipliers) - set(paths))
+            if unknown:
+                raise ValueError(
+                    f"learning-rate multipliers name variables that are not trained: "
+                    f"{unknown[:3]}{' ...' if len(unknown) > 3 else ''}")
+            # Indexed like the optimizer's slots: `_get_variable_index` finds a variable's.
+            self._multiplier_of_index = [self.learning_rate_multipliers.get(p, 1.0)
+                                         for p in paths]
         super().build(var_list)
+
+    def _multiplier(self, variable: Any) -> float:
+        if not self._multiplier_of_index:
+            return 1.0
+        return self._multiplier_of_index[self._get_variable_index(variable)]
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        if self._multiplier_of_index:
+            # The decay is applied here, per variable, instead of in `_apply_weight_decay`:
+            # this runs in the per-variable update context of every backend (tf.distribute
+            # included), and the decay follows the variable's scaled rate.
+            learning_rate = keras.ops.multiply(
+                keras.ops.cast(learning_rate, variable.dtype),
+                keras.ops.cast(self._multiplier(variable), variable.dtype))
+            if self.weight_decay is not None and self._use_weight_decay(variable):
+                decay = keras.ops.cast(self.weight_decay, variable.dtype) * learning_rate
+                self.assign(variable, variable - variable * decay)
+        super().update_step(gradient, variable, learning_rate)
+
+    def _apply_weight_decay(self, variables: list) -> None:
+        if not self._multiplier_of_index:  # otherwise `update_step` decays
+            super()._apply_weight_decay(variables)
 
     def get_config(self) -> dict:
         config = super().get_config()
         config["no_decay_keywords"] = list(self.no_decay_keywords)
+        config["learning_rate_multipliers"] = dict(self.learning_rate_multipliers)
         return config
+
+
+def relative_variable_path(variable: Any) -> str:
+    """A variable's path without the model's name: "encoder_block_0/self_attention/...".
+
+    Keras numbers model names per process ("vision_transformer_3/..."); the rest of the path
+    is the same for every instance of one architecture.
+    """
+    path = getattr(variable, "path", None) or variable.name
+    return path.split("/", 1)[-1]
 
 
 def adamw_no_decay_on_norms(
@@ -92,6 +154,7 @@ def adamw_no_decay_on_norms(
     weight_decay: float = 0.05,
     clipnorm: float | None = None,
     no_decay_keywords: Sequence[str] = NO_DECAY_KEYWORDS,
+    learning_rate_multipliers: Mapping[str, float] | None = None,
     **kwargs: Any,
 ) -> keras.optimizers.AdamW:
     """AdamW with decay on weight matrices only.
@@ -105,6 +168,8 @@ def adamw_no_decay_on_norms(
         weight_decay: The decoupled weight decay factor (multiplied by the learning rate).
         clipnorm: If set, gradients are clipped to this global norm.
         no_decay_keywords: Substrings of variable paths to leave undecayed.
+        learning_rate_multipliers: `{path: factor}` per-variable learning-rate factors (see
+            `SelectiveDecayAdamW`), e.g. layer-wise decay for fine-tuning.
         **kwargs: Further `keras.optimizers.AdamW` arguments (`beta_1`, `beta_2`, ...).
 
     Returns:
@@ -118,6 +183,7 @@ def adamw_no_decay_on_norms(
         raise ValueError(f"weight_decay must be >= 0; got {weight_decay!r}")
     return SelectiveDecayAdamW(
         no_decay_keywords=no_decay_keywords,
+        learning_rate_multipliers=learning_rate_multipliers,
         learning_rate=learning_rate,
         weight_decay=weight_decay,
         global_clipnorm=clipnorm,

@@ -4,6 +4,7 @@
     zoo translate [--model M] [--beam-size N] [--attention FILE.png] [TEXT ...]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
     zoo train translator|vit [recipe flags]
+    zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F
     zoo evaluate vit --model M --data DIR [--confusion-matrix FILE.png]
     zoo export M --output DIR [--version N]
@@ -112,14 +113,21 @@ def cmd_classify(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     import json
 
+    finetune = args.command == "finetune"
     if args.task == "translator":
-        from zoo.translator_recipe import TranslatorRecipe, train_translator
+        from zoo.translator_recipe import (
+            TranslatorFinetuneRecipe,
+            TranslatorRecipe,
+            train_translator,
+        )
 
-        metrics = train_translator(recipe_from_args(TranslatorRecipe, args))
+        recipe_class = TranslatorFinetuneRecipe if finetune else TranslatorRecipe
+        metrics = train_translator(recipe_from_args(recipe_class, args))
     else:
-        from zoo.vit_recipe import ViTRecipe, train_vit
+        from zoo.vit_recipe import ViTFinetuneRecipe, ViTRecipe, train_vit
 
-        metrics = train_vit(recipe_from_args(ViTRecipe, args))
+        recipe_class = ViTFinetuneRecipe if finetune else ViTRecipe
+        metrics = train_vit(recipe_from_args(recipe_class, args))
     print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "recipe")},
                      indent=2))
 
@@ -158,7 +166,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    from zoo.translator_recipe import TranslatorRecipe
+    from zoo.translator_recipe import TranslatorFinetuneRecipe, TranslatorRecipe
 
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -182,16 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the first image with its attention-rollout map")
     p.set_defaults(func=cmd_classify)
 
-    p = sub.add_parser("train", help="train a model with the zoo's recipe")
-    tasks = p.add_subparsers(dest="task", required=True)
-    add_recipe_flags(tasks.add_parser("translator"), TranslatorRecipe)
-    try:
-        from zoo.vit_recipe import ViTRecipe
+    from zoo.vit_recipe import ViTFinetuneRecipe, ViTRecipe
 
-        add_recipe_flags(tasks.add_parser("vit"), ViTRecipe)
-    except ImportError:  # pragma: no cover
-        pass
-    p.set_defaults(func=cmd_train)
+    for command, help_text, translator, vit in (
+            ("train", "train a model with the zoo's recipe", TranslatorRecipe, ViTRecipe),
+            ("finetune", "fine-tune a pretrained model (--model) on new data",
+             TranslatorFinetuneRecipe, ViTFinetuneRecipe)):
+        p = sub.add_parser(command, help=help_text)
+        tasks = p.add_subparsers(dest="task", required=True)
+        add_recipe_flags(tasks.add_parser("translator"), translator)
+        add_recipe_flags(tasks.add_parser("vit"), vit)
+        p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="score a model on held-out data")
     p.add_argument("task", choices=["translator", "vit"])

@@ -8,8 +8,10 @@ file) and `README.md` (the model card).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +98,116 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
     Returns:
         The `keras.Model` (a `Translator` or a `VisionTransformer`). Loading uses Keras' safe
         mode: no pickled code is executed.
-    """
-    import zoo.translator  # noqa: F401  registers the classes for deserialization
-    import zoo.vit  # noqa: F401
 
+    Raises:
+        ValueError: the file's weights do not fit the model its config describes; the
+            message names the first mismatched weight and both shapes.
+    """
+    _register_classes()
     path = resolve(name_or_path)
     if not str(path).endswith(".keras"):
         raise ValueError(f"{path} is not a .keras file")
-    return keras.saving.load_model(path, compile=compile, safe_mode=True)
+    try:
+        return keras.saving.load_model(path, compile=compile, safe_mode=True)
+    except ValueError as error:
+        # Keras reports a layer that "could not be loaded"; say which weight and shapes.
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+        model = keras.saving.deserialize_keras_object(config, safe_mode=True)
+        mismatch = weight_mismatches(model, path)
+        if mismatch:
+            raise ValueError(f"{path}: {mismatch[0]}") from error
+        raise
+
+
+def _register_classes() -> None:
+    import zoo.translator  # noqa: F401  registers the classes for deserialization
+    import zoo.vit  # noqa: F401
+
+
+def _stored_weights(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], str]]:
+    """`{h5 key: (shape, layer name)}` of a `.weights.h5` file or a `.keras` archive."""
+    import h5py
+
+    path = str(path)
+    if path.endswith(".keras"):
+        with zipfile.ZipFile(path) as archive:
+            source: Any = io.BytesIO(archive.read("model.weights.h5"))
+    else:
+        source = path
+    found: dict[str, tuple[tuple[int, ...], str]] = {}
+    with h5py.File(source, "r") as f:
+        def visit(key: str, item: Any) -> None:
+            if isinstance(item, h5py.Dataset) and "/vars/" in key:
+                group = f[key.rsplit("/vars/", 1)[0]]
+                layer = group.attrs.get("name", key.rsplit("/vars/", 1)[0])
+                found[key] = (tuple(item.shape), str(layer))
+        f.visititems(visit)
+    return found
+
+
+def weight_mismatches(model: keras.Model, path: str | os.PathLike) -> list[str]:
+    """How the weights stored at `path` fail to fit `model`, first mismatch first.
+
+    Args:
+        model: a built model.
+        path: a `.weights.h5` file or a `.keras` archive.
+
+    Returns:
+        One message per missing, extra or differently shaped weight, in the order of
+        `model.weights` (extra weights last); empty when every weight fits.
+    """
+    stored = _stored_weights(path)
+    expected = _model_weights(model)
+    order = {id(v): i for i, v in enumerate(model.weights)}
+    problems: list[tuple[int, str]] = []
+    for key, variable in expected.items():
+        name, shape = variable.path, tuple(variable.shape)
+        rank = order.get(id(variable), len(order))
+        if key not in stored:
+            problems.append((rank, f"weight {name} of shape {shape} is missing from the "
+                                   "checkpoint"))
+        elif stored[key][0] != shape:
+            problems.append((rank, f"weight {name} has shape {stored[key][0]} in the "
+                                   f"checkpoint but {shape} in the model"))
+    for key, (shape, layer) in stored.items():
+        if key not in expected:
+            problems.append((len(order) + 1, f"the checkpoint's weight {key} (layer {layer}, "
+                                             f"shape {shape}) has no place in the model"))
+    return [message for _, message in sorted(problems, key=lambda p: p[0])]
+
+
+def _model_weights(model: keras.Model) -> dict[str, Any]:
+    """`{h5 key: variable}`: where Keras' saving writes each of `model`'s variables."""
+    # Keras' own traversal (keras 3.15) into an in-memory store that keeps the variables.
+    from keras.src.saving import saving_lib
+
+    store = saving_lib.NpzIOStore("unused.npz", mode="w")
+    saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                           visited_saveables=set())
+    found = {}
+    for inner_path, variables in store.contents.items():
+        prefix = "" if inner_path == "__root__" else f"{inner_path}/"
+        for index, variable in variables.items():
+            found[f"{prefix}vars/{index}"] = variable
+    return found
+
+
+def load_weights(model: keras.Model, path: str | os.PathLike) -> keras.Model:
+    """Loads the weights of a `.weights.h5` file or a `.keras` archive into `model`.
+
+    Unlike `model.load_weights`, a checkpoint that does not fit is refused before anything
+    is assigned, with a message that names the first mismatched weight and both shapes.
+
+    Raises:
+        ValueError: the checkpoint's weights do not fit `model`.
+    """
+    mismatches = weight_mismatches(model, path)
+    if mismatches:
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        raise ValueError(f"{path} does not fit {model.name}: {mismatches[0]}{more}")
+    model.load_weights(path)
+    return model
 
 
 def write_manifest(folder: str | os.PathLike, kind: str, description: str,

@@ -40,9 +40,14 @@ class TranslatorRecipe:
     Data comes from one of: `multi30k` (a folder of Multi30k raw files), `source`/`target`
     (two aligned text files, with `validation_source`/`validation_target`), or `tsv` (a
     tab-separated file or a zip member `archive.zip:member`, a validation split held out).
+
+    With `model` (a shipped name or a `.keras` path) the run continues training that
+    translator on the new pairs, with its own tokenizer and architecture (`preset`,
+    `vocabulary_size` and `dropout` are then ignored).
     """
 
     output: str = "runs/translator"
+    model: str | None = None
     multi30k: str | None = None
     source_lang: str = "en"
     target_lang: str = "de"
@@ -69,6 +74,19 @@ class TranslatorRecipe:
     alpha: float = 0.6
     evaluate_every: int = 1
     seed: int = 0
+
+
+@dataclasses.dataclass
+class TranslatorFinetuneRecipe(TranslatorRecipe):
+    """`zoo finetune translator`: continued training of a pretrained translator on new
+    in-domain pairs (few epochs, a short warm-up to a small peak learning rate)."""
+
+    output: str = "runs/translator-finetune"
+    model: str | None = "translator-multi30k-en-de"
+    epochs: int = 5
+    warmup_steps: int = 100
+    learning_rate: float | None = 1e-4
+    batch_size: int = 64
 
 
 def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
@@ -98,7 +116,20 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
     return train, valid
 
 
-def _tokenizer(recipe: TranslatorRecipe, train: list) -> SubwordTokenizer:
+def _pretrained(recipe: TranslatorRecipe) -> Translator:
+    from zoo.registry import load
+
+    model = load(recipe.model)
+    if not isinstance(model, Translator):
+        raise ValueError(f"--model {recipe.model!r} is a {type(model).__name__}, not a "
+                         "Translator")
+    return model
+
+
+def _tokenizer(recipe: TranslatorRecipe, train: list,
+               pretrained: Translator | None = None) -> SubwordTokenizer:
+    if pretrained is not None:
+        return pretrained._require_tokenizer()
     path = Path(recipe.output) / "tokenizer.model"
     if path.exists():  # a resumed run must keep its vocabulary
         return SubwordTokenizer.from_file(path)
@@ -108,13 +139,18 @@ def _tokenizer(recipe: TranslatorRecipe, train: list) -> SubwordTokenizer:
     return tokenizer
 
 
-def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer) -> Translator:
-    """The recipe's model, compiled with the paper's optimizer and a label-smoothed loss."""
-    overrides: dict[str, Any] = dict(max_source_length=recipe.max_length,
-                                     max_target_length=recipe.max_length)
-    if recipe.dropout is not None:
-        overrides["dropout"] = recipe.dropout
-    model = Translator.from_preset(recipe.preset, tokenizer, **overrides)
+def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
+                     pretrained: Translator | None = None) -> Translator:
+    """The recipe's model (a new `preset`, or `pretrained` to train further), compiled with
+    the paper's optimizer and a label-smoothed loss."""
+    if pretrained is not None:
+        model = pretrained
+    else:
+        overrides: dict[str, Any] = dict(max_source_length=recipe.max_length,
+                                         max_target_length=recipe.max_length)
+        if recipe.dropout is not None:
+            overrides["dropout"] = recipe.dropout
+        model = Translator.from_preset(recipe.preset, tokenizer, **overrides)
     scale = recipe.learning_rate_scale
     if recipe.learning_rate is not None:
         # The paper's schedule peaks at d^-0.5 * warmup^-0.5: scale it to the asked peak.
@@ -135,13 +171,17 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     keras.utils.set_random_seed(recipe.seed)
     set_precision(recipe.precision)
     train, valid = load_pairs(recipe)
-    tokenizer = _tokenizer(recipe, train)
+    pretrained = _pretrained(recipe) if recipe.model else None
+    tokenizer = _tokenizer(recipe, train, pretrained)
+    max_length = recipe.max_length
+    if pretrained is not None:
+        max_length = min(max_length, pretrained.max_source_length,
+                         pretrained.max_target_length)
 
     source_ids = tokenizer.encode([s for s, _ in train], add_end=True)
     target_ids = tokenizer.encode([t for _, t in train], add_end=False)
     # Keep pairs that fit: source with its end token, target with start or end added.
-    kept = filter_by_length(zip(source_ids, target_ids), recipe.max_length,
-                            recipe.max_length - 1)
+    kept = filter_by_length(zip(source_ids, target_ids), max_length, max_length - 1)
     source_ids, target_ids = [s for s, _ in kept], [t for _, t in kept]
     special = dict(start_id=tokenizer.start_id, end_id=tokenizer.end_id,
                    pad_id=tokenizer.pad_id)
@@ -152,7 +192,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
         batches = make_numpy_batches(source_ids, target_ids, recipe.batch_size,
                                      seed=recipe.seed, **special)
 
-    model = build_translator(recipe, tokenizer)
+    model = build_translator(recipe, tokenizer, pretrained)
     sample = make_numpy_batches(source_ids[:2], target_ids[:2], 2, shuffle=False, **special)[0]
     model(sample[0])  # build the variables before restoring a checkpoint
     initial_epoch = restore_latest(model, out / "checkpoints")
@@ -162,6 +202,10 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     def translate(texts: list[str]) -> list[str]:
         return model.translate(texts, beam_size=recipe.beam_size, alpha=recipe.alpha)
 
+    before = None
+    if pretrained is not None and not initial_epoch:  # the baseline fine-tuning must beat
+        before = corpus_scores(translate([s for s, _ in valid]), [t for _, t in valid])
+        print(f"before fine-tuning: validation BLEU {before['bleu']:.2f}")
     bleu = TranslationMetricsCallback(translate, [s for s, _ in valid], [t for _, t in valid],
                                       every=recipe.evaluate_every)
     callbacks = [bleu, ResumableCheckpoint(out / "checkpoints"),
@@ -188,6 +232,8 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
         "validation_bleu_per_epoch": bleu.history,
         "validation": final,
     }
+    if before is not None:
+        metrics["validation_before"] = before
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 

@@ -25,6 +25,12 @@ import numpy as np
 
 from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
 from training.checkpointing import ResumableCheckpoint, restore_latest
+from training.idx_data import (
+    FASHION_MNIST_CLASSES,
+    FASHION_MNIST_DIR,
+    is_idx_folder,
+    load_idx_split,
+)
 from training.image_data import (
     extract_archive,
     load_image_folder_numpy,
@@ -34,6 +40,7 @@ from training.image_data import (
 from training.optimizers import adamw_no_decay_on_norms
 from training.precision import set_precision
 from training.schedules import WarmupCosine
+from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.vit import VisionTransformer
 
 
@@ -41,12 +48,22 @@ from zoo.vit import VisionTransformer
 class ViTRecipe:
     """Settings of a ViT training run (each is a `zoo train vit` flag).
 
-    `data` is a folder with one sub-folder of images per class, or a `.tar.gz` of one (it is
-    extracted into the output folder); `validation_size` images are held out from it.
+    `data` is a folder with one sub-folder of images per class, a `.tar.gz` of one (it is
+    extracted into the output folder), or a folder of MNIST-style IDX files such as
+    Fashion-MNIST's; `validation_size` images are held out from it.
+
+    With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
+    training `preset` from scratch: its head is replaced when the classes differ, its position
+    embeddings are interpolated when `image_size` differs, the embeddings and the first
+    `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
+    learning rates.
     """
 
     output: str = "runs/vit"
     data: str | None = None
+    model: str | None = None
+    freeze_blocks: int = 0
+    layer_decay: float = 1.0
     validation_size: int = 5000
     limit_per_class: int | None = None
     preset: str = "vit-cifar-small"
@@ -66,12 +83,36 @@ class ViTRecipe:
     seed: int = 0
 
 
+@dataclasses.dataclass
+class ViTFinetuneRecipe(ViTRecipe):
+    """`zoo finetune vit`: the recipe with fine-tuning defaults (a pretrained model, few
+    epochs, a smaller learning rate, layer-wise decay, no RandAugment)."""
+
+    output: str = "runs/vit-finetune"
+    model: str | None = "vit-cifar10"
+    layer_decay: float = 0.75
+    epochs: int = 5
+    learning_rate: float = 3e-4
+    warmup_epochs: int = 1
+    rand_augment: bool = False
+
+
 def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """All images of the recipe's data as uint8 `(N, S, S, 3)`, int32 labels, class names."""
     if not recipe.data:
         raise ValueError("no training data: give --data DIR (one folder per class) or a "
                          ".tar.gz of such a folder")
     folder = Path(recipe.data)
+    if folder.is_dir() and is_idx_folder(folder):
+        images, labels = load_idx_split(folder, "train", image_size=recipe.image_size)
+        if recipe.limit_per_class:
+            rng = np.random.default_rng(recipe.seed)
+            rows = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[
+                :recipe.limit_per_class] for c in np.unique(labels)])
+            images, labels = images[np.sort(rows)], labels[np.sort(rows)]
+        names = (list(FASHION_MNIST_CLASSES) if folder.resolve() == FASHION_MNIST_DIR.resolve()
+                 else [str(c) for c in range(int(labels.max()) + 1)])
+        return images, labels, names
     if folder.name.endswith((".tar.gz", ".tgz", ".tar")):
         folder = extract_archive(folder, Path(recipe.output) / "data")
         entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
@@ -113,23 +154,51 @@ class AugmentedBatches(keras.utils.PyDataset):
 def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
               ) -> VisionTransformer:
     """The recipe's model, compiled with AdamW (no decay on norms, biases, position
-    embeddings, class token), warm-up then cosine, and label smoothing."""
-    overrides: dict[str, Any] = {"image_size": recipe.image_size}
-    if recipe.dropout is not None:
-        overrides["dropout"] = recipe.dropout
-    model = VisionTransformer.from_preset(recipe.preset, num_classes=len(class_names),
-                                          class_names=class_names, **overrides)
+    embeddings, class token), warm-up then cosine, and label smoothing.
+
+    A new model of `recipe.preset`, or `recipe.model` prepared for fine-tuning (a new head
+    for other classes, interpolated position embeddings for another image size, frozen
+    blocks, layer-wise learning-rate decay).
+    """
+    if recipe.model:
+        model = _pretrained_vit(recipe, class_names)
+    else:
+        overrides: dict[str, Any] = {"image_size": recipe.image_size}
+        if recipe.dropout is not None:
+            overrides["dropout"] = recipe.dropout
+        model = VisionTransformer.from_preset(recipe.preset, num_classes=len(class_names),
+                                              class_names=class_names, **overrides)
+    freeze_blocks(model, recipe.freeze_blocks)
+    multipliers = (layer_decay_multipliers(model, recipe.layer_decay)
+                   if recipe.layer_decay != 1.0 else None)
     total = max(1, recipe.epochs * steps_per_epoch)
     schedule = WarmupCosine(recipe.learning_rate, total_steps=total,
                             warmup_steps=min(total - 1, recipe.warmup_epochs * steps_per_epoch))
     model.compile(
         optimizer=adamw_no_decay_on_norms(schedule, weight_decay=recipe.weight_decay,
-                                          clipnorm=recipe.clipnorm),
+                                          clipnorm=recipe.clipnorm,
+                                          learning_rate_multipliers=multipliers),
         loss=keras.losses.CategoricalCrossentropy(from_logits=True,
                                                   label_smoothing=recipe.label_smoothing),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy"),
                  keras.metrics.TopKCategoricalAccuracy(5, name="top5")],
     )
+    return model
+
+
+def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
+    from zoo.registry import load
+
+    model = load(recipe.model)
+    if not isinstance(model, VisionTransformer):
+        raise ValueError(f"--model {recipe.model!r} is a {type(model).__name__}, not a "
+                         "VisionTransformer")
+    if list(model.class_names or []) != list(class_names):
+        model = replace_head(model, len(class_names), class_names)
+    if model.image_size != recipe.image_size:
+        model = model.with_image_size(recipe.image_size)
+    if recipe.dropout is not None:
+        print("note: --dropout is ignored when fine-tuning; the model keeps its own")
     return model
 
 
@@ -160,6 +229,10 @@ def train_vit(recipe: ViTRecipe) -> dict:
     initial_epoch = restore_latest(model, out / "checkpoints")
     if initial_epoch:
         print(f"resuming from the checkpoint of epoch {initial_epoch} in {out / 'checkpoints'}")
+    before = None
+    if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
+        before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
+        print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
     callbacks = [ResumableCheckpoint(out / "checkpoints"),
                  keras.callbacks.TensorBoard(str(out / "logs"))]
     started = time.time()
@@ -182,6 +255,8 @@ def train_vit(recipe: ViTRecipe) -> dict:
         "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
         "validation": {"top1": final["top1"], "top5": final["top5"]},
     }
+    if before is not None:
+        metrics["validation_before"] = {"top1": before["top1"], "top5": before["top5"]}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics
 

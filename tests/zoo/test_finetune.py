@@ -1,0 +1,222 @@
+"""Fine-tuning: a new head, frozen blocks, layer-wise learning-rate decay, checkpoints that do
+not fit, Fashion-MNIST, and `zoo finetune` on real data beating the model it started from."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from training.idx_data import FASHION_MNIST_DIR, load_idx_split, read_idx
+from training.optimizers import adamw_no_decay_on_norms, relative_variable_path
+from zoo.cli import main
+from zoo.finetune import encoder_groups, freeze_blocks, layer_decay_multipliers, replace_head
+from zoo.registry import MODELS_DIR, load_weights
+from zoo.vit import VisionTransformer
+
+SMALL = dict(image_size=16, patch_size=4, num_classes=5, hidden_dim=16, num_layers=3,
+             num_heads=4, intermediate_dim=32, head_initializer="glorot_uniform")
+
+
+def small(**overrides) -> VisionTransformer:
+    return VisionTransformer(**{**SMALL, **overrides})
+
+
+def images(n: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, 16, 16, 3)).astype("uint8")
+
+
+def values(model: keras.Model) -> dict[str, np.ndarray]:
+    return {relative_variable_path(v): np.array(v.numpy()) for v in model.weights}
+
+
+def fit_step(model: VisionTransformer, optimizer: keras.optimizers.Optimizer) -> None:
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    labels = np.arange(8) % model.num_classes
+    model.fit(images(), labels, batch_size=8, epochs=1, verbose=0)
+
+
+# ------------------------------------------------------------------ a new head
+def test_replace_head_keeps_every_other_weight_and_starts_uniform():
+    model = small()
+    new = replace_head(model, 3, class_names=["cat", "dog", "emu"])
+    old, fresh = values(model), values(new)
+    assert fresh["head/kernel"].shape == (16, 3) and fresh["head/bias"].shape == (3,)
+    body = [k for k in old if not k.startswith("head/")]
+    assert body and all(np.array_equal(old[k], fresh[k]) for k in body)
+    # The paper's zero head: every class equally likely before fine-tuning.
+    new_zero = replace_head(small(head_initializer="zeros"), 3)
+    assert np.allclose(np.asarray(new_zero.predict(images(), verbose=0)), 0.0)
+    assert new.classify(images(1), top_k=1)[0][0][0] in {"cat", "dog", "emu"}
+
+
+def test_replace_head_refuses_names_that_do_not_match_the_count():
+    with pytest.raises(ValueError, match="2 class names for num_classes=3"):
+        replace_head(small(), 3, class_names=["a", "b"])
+    with pytest.raises(ValueError, match="num_classes must be a positive int; got 0"):
+        replace_head(small(), 0)
+
+
+# ------------------------------------------------------------------ freezing
+def test_frozen_blocks_do_not_move_and_the_rest_does():
+    model = freeze_blocks(small(), 2)
+    before = values(model)
+    fit_step(model, keras.optimizers.Adam(1e-2))
+    after = values(model)
+    frozen = ("patch_embedding", "position_embedding", "class_token", "encoder_block_0/",
+              "encoder_block_1/")
+    for path in before:
+        moved = not np.array_equal(before[path], after[path])
+        assert moved != path.startswith(frozen), path
+    # Linear probe, then everything trainable again.
+    probe = freeze_blocks(small(), 3)
+    assert {relative_variable_path(v) for v in probe.trainable_weights} == {
+        "encoder_norm/gamma", "encoder_norm/beta", "head/kernel", "head/bias"}
+    assert len(freeze_blocks(probe, 0).trainable_weights) == len(probe.weights)
+
+
+def test_freeze_blocks_refuses_more_blocks_than_the_model_has():
+    with pytest.raises(ValueError, match=r"num_blocks must be an int in 0\.\.3 .* got 4"):
+        freeze_blocks(small(), 4)
+
+
+# ------------------------------------------------------------------ layer-wise decay
+def test_layer_decay_multipliers_follow_depth():
+    model = small()
+    multipliers = layer_decay_multipliers(model, 0.5)
+    assert multipliers["head/kernel"] == 1.0 and multipliers["encoder_norm/gamma"] == 1.0
+    assert multipliers["encoder_block_2/self_attention/query/kernel"] == 0.5
+    assert multipliers["encoder_block_0/feed_forward/intermediate/kernel"] == 0.125
+    assert multipliers["patch_embedding/projection/kernel"] == 0.0625
+    assert len(multipliers) == len(model.weights)
+    assert len(encoder_groups(model)) == 5
+    with pytest.raises(ValueError, match="layer decay must be in"):
+        layer_decay_multipliers(model, 1.5)
+
+
+def test_adam_first_step_scales_with_the_multiplier():
+    """Adam's first update of an element is lr * g / (|g| + eps), i.e. +-lr: with a
+    multiplier m it must be +-(m * lr), whatever the gradient's size."""
+    model = small()
+    multipliers = layer_decay_multipliers(model, 0.5)
+    before = values(model)
+    fit_step(model, adamw_no_decay_on_norms(1e-3, weight_decay=0.0,
+                                            learning_rate_multipliers=multipliers))
+    after = values(model)
+    for path in ("head/kernel", "encoder_block_2/feed_forward/output/kernel",
+                 "encoder_block_0/self_attention/value/kernel",
+                 "patch_embedding/projection/kernel"):
+        step = np.abs(after[path] - before[path]).max()
+        assert step == pytest.approx(1e-3 * multipliers[path], rel=0.02), path
+
+
+def test_a_zero_multiplier_also_stops_weight_decay():
+    model = small()
+    multipliers = {path: 0.0 for path in layer_decay_multipliers(model, 0.5)
+                   if path.startswith("encoder_block_0/")}
+    before = values(model)
+    fit_step(model, adamw_no_decay_on_norms(1e-2, weight_decay=0.5,
+                                            learning_rate_multipliers=multipliers))
+    after = values(model)
+    assert all(np.array_equal(before[p], after[p]) for p in multipliers)
+    decayed = "encoder_block_1/self_attention/query/kernel"
+    assert not np.array_equal(before[decayed], after[decayed])
+
+
+def test_multipliers_for_unknown_variables_are_refused():
+    optimizer = adamw_no_decay_on_norms(1e-3, learning_rate_multipliers={"no/such/var": 0.5})
+    with pytest.raises(ValueError, match="no/such/var"):
+        fit_step(small(), optimizer)
+
+
+# ------------------------------------------------------------------ checkpoints that do not fit
+def test_load_weights_names_the_first_mismatched_weight_and_both_shapes(tmp_path):
+    source = small(num_classes=10)
+    source.save_weights(tmp_path / "ten.weights.h5")
+    target = small(num_classes=4)
+    before = values(target)
+    with pytest.raises(ValueError, match=r"head/kernel has shape \(16, 10\) in the checkpoint "
+                                         r"but \(16, 4\) in the model"):
+        load_weights(target, tmp_path / "ten.weights.h5")
+    # Refused before anything was assigned.
+    assert all(np.array_equal(before[k], v) for k, v in values(target).items())
+    deeper = small(num_layers=4)
+    with pytest.raises(ValueError, match="encoder_block_3/.* is missing from the checkpoint"):
+        load_weights(deeper, tmp_path / "ten.weights.h5")
+    # And a fitting checkpoint loads.
+    same = load_weights(small(num_classes=10), tmp_path / "ten.weights.h5")
+    assert np.array_equal(values(same)["head/kernel"], values(source)["head/kernel"])
+
+
+def test_zoo_load_names_the_weight_of_a_tampered_archive(tmp_path):
+    small(num_classes=10).save(tmp_path / "ten.keras")
+    small(num_classes=4).save(tmp_path / "four.keras")
+    tampered = tmp_path / "tampered.keras"
+    with zipfile.ZipFile(tmp_path / "four.keras") as four, \
+            zipfile.ZipFile(tmp_path / "ten.keras") as ten, \
+            zipfile.ZipFile(tampered, "w") as out:
+        for name in four.namelist():
+            source = ten if name == "model.weights.h5" else four
+            out.writestr(name, source.read(name))
+    with pytest.raises(ValueError, match=r"head/kernel has shape \(16, 10\) in the checkpoint "
+                                         r"but \(16, 4\) in the model"):
+        zoo.load(str(tampered))
+
+
+# ------------------------------------------------------------------ Fashion-MNIST files
+def test_read_idx_parses_the_header_and_refuses_truncated_files(tmp_path):
+    array = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    header = bytes([0, 0, 0x08, 3]) + b"".join(d.to_bytes(4, "big") for d in array.shape)
+    with gzip.open(tmp_path / "x-idx3-ubyte.gz", "wb") as f:
+        f.write(header + array.tobytes())
+    assert np.array_equal(read_idx(tmp_path / "x-idx3-ubyte.gz"), array)
+    (tmp_path / "short").write_bytes(header + array.tobytes()[:-1])
+    with pytest.raises(ValueError, match=r"promises shape \(2, 3, 4\) \(24 bytes\) but 23"):
+        read_idx(tmp_path / "short")
+    (tmp_path / "text").write_bytes(b"hello world")
+    with pytest.raises(ValueError, match="is not an IDX file"):
+        read_idx(tmp_path / "text")
+
+
+needs_fashion_mnist = pytest.mark.skipif(
+    not FASHION_MNIST_DIR.is_dir(),
+    reason="Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
+
+
+@needs_fashion_mnist
+def test_fashion_mnist_test_split_is_read_padded_and_in_rgb():
+    x, y = load_idx_split(FASHION_MNIST_DIR, "test")
+    assert x.shape == (10000, 32, 32, 3) and x.dtype == np.uint8
+    # The first test labels of Fashion-MNIST: ankle boot, pullover, trouser, trouser, shirt.
+    assert y[:5].tolist() == [9, 2, 1, 1, 6]
+    assert np.bincount(y).tolist() == [1000] * 10
+    assert x[:, :2].max() == 0 and np.array_equal(x[..., 0], x[..., 2])
+
+
+# ------------------------------------------------------------------ fine-tuning on real data
+@pytest.mark.slow
+@needs_fashion_mnist
+@pytest.mark.skipif(not (MODELS_DIR / "vit-cifar10" / "model.keras").exists(),
+                    reason="vit-cifar10 is not shipped in this checkout")
+def test_zoo_finetune_vit_on_fashion_mnist_beats_the_model_it_started_from(tmp_path):
+    out = tmp_path / "ft"
+    assert main(["finetune", "vit", "--model", "vit-cifar10", "--data", str(FASHION_MNIST_DIR),
+                 "--limit-per-class", "150", "--validation-size", "500", "--epochs", "3",
+                 "--batch-size", "64", "--learning-rate", "1e-3", "--freeze-blocks", "1",
+                 "--output", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    before, after = metrics["validation_before"]["top1"], metrics["validation"]["top1"]
+    assert before < 0.2  # a new (zero) head: chance
+    assert after > before + 0.4, (before, after)
+    tuned = zoo.load(str(out))
+    assert tuned.class_names[9] == "Ankle boot"
+    # On the held-out test split too, not just the validation images.
+    x, y = load_idx_split(FASHION_MNIST_DIR, "test")
+    accuracy = np.mean(np.argmax(tuned.predict(x[:1000], verbose=0), -1) == y[:1000])
+    assert accuracy > 0.5, accuracy
