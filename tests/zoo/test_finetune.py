@@ -220,3 +220,28 @@ def test_zoo_finetune_vit_on_fashion_mnist_beats_the_model_it_started_from(tmp_p
     x, y = load_idx_split(FASHION_MNIST_DIR, "test")
     accuracy = np.mean(np.argmax(tuned.predict(x[:1000], verbose=0), -1) == y[:1000])
     assert accuracy > 0.5, accuracy
+
+
+@pytest.mark.slow
+def test_zoo_finetune_translator_learns_new_pairs_with_its_own_tokenizer(shared_data, tmp_path):
+    """Continued training on 200 Multi30k test pairs (never seen in training): BLEU on them
+    rises well above the shipped model's, and the vocabulary is the shipped one."""
+    folder = shared_data / "multi30k"
+    for lang in ("en", "de"):
+        with gzip.open(folder / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
+            lines = [next(f).rstrip("\n") for _ in range(200)]
+        (tmp_path / f"new.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "ft"
+    files = ["--source", str(tmp_path / "new.en"), "--target", str(tmp_path / "new.de"),
+             "--validation-source", str(tmp_path / "new.en"),
+             "--validation-target", str(tmp_path / "new.de")]
+    assert main(["finetune", "translator", *files, "--epochs", "6", "--evaluate-every", "6",
+                 "--beam-size", "1", "--learning-rate", "5e-4", "--warmup-steps", "10",
+                 "--batch-size", "32", "--output", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    before, after = metrics["validation_before"]["bleu"], metrics["validation"]["bleu"]
+    assert after > before + 5, (before, after)
+    shipped, tuned = zoo.load("translator-multi30k-en-de"), zoo.load(str(out))
+    assert tuned.tokenizer.vocabulary_size == shipped.tokenizer.vocabulary_size
+    sentence = "A man in an orange hat starring at something."
+    assert tuned.tokenizer.encode([sentence]) == shipped.tokenizer.encode([sentence])
