@@ -137,3 +137,20 @@ def test_padding_mask_passes_through_without_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SinusoidalPositionEncoding()(embedded)
+
+
+def test_concatenated_layout_is_the_same_sinusoids_sines_first():
+    """layout="concatenated" (Marian): all sines, then all cosines, same wavelengths."""
+    interleaved = ops.convert_to_numpy(sinusoidal_position_encoding(7, 16, start_index=3))
+    concatenated = ops.convert_to_numpy(
+        sinusoidal_position_encoding(7, 16, start_index=3, layout="concatenated"))
+    np.testing.assert_allclose(concatenated[:, :8], interleaved[:, 0::2], atol=1e-6)
+    np.testing.assert_allclose(concatenated[:, 8:], interleaved[:, 1::2], atol=1e-6)
+    x = np.zeros((2, 7, 16), "float32")
+    layer = SinusoidalPositionEncoding(layout="concatenated")
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(x, start_index=3))[0], concatenated,
+                               atol=1e-6)
+    run_layer_test(SinusoidalPositionEncoding, {"layout": "concatenated"}, x,
+                   expected_output_shape=(2, 7, 16))
+    with pytest.raises(ValueError, match="layout"):
+        SinusoidalPositionEncoding(layout="sines_first")

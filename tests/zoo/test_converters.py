@@ -9,7 +9,12 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from transformers import MarianConfig, MarianMTModel, ViTConfig, ViTForImageClassification  # noqa: E402
+from transformers import (  # noqa: E402
+    MarianConfig,
+    MarianMTModel,
+    ViTConfig,
+    ViTForImageClassification,
+)
 
 from zoo.converters.hf_vit import vit_from_hf, vit_from_timm  # noqa: E402
 from zoo.converters.marian import translator_from_marian  # noqa: E402
@@ -207,3 +212,36 @@ def test_translator_from_marian_refuses_wrong_shapes_and_unused_tensors(hf_maria
     untied = dict(tensors, **{"lm_head.weight": tensors["lm_head.weight"] + 1.0})
     with pytest.raises(ValueError, match="lm_head.weight differs"):
         translator_from_marian(untied, hf_marian.config)
+
+
+def test_concatenated_sinusoids_equal_marians_table():
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    from layers.sinusoidal_position_encoding import sinusoidal_position_encoding
+
+    expected = MarianSinusoidalPositionalEmbedding(512, 64).create_weight().numpy()
+    ours = np.asarray(sinusoidal_position_encoding(512, 64, layout="concatenated"))
+    assert max_difference(ours, expected) < 1e-4
+    interleaved = np.asarray(sinusoidal_position_encoding(512, 64))
+    assert max_difference(interleaved, expected) > 0.5  # the default layout is another table
+
+
+def test_converted_translator_saves_and_loads(hf_marian, source_ids, tmp_path):
+    import keras
+
+    model = translator_from_marian(state_dict(hf_marian), hf_marian.config)
+    path = tmp_path / "marian.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    for key in ("pad_id", "start_id", "end_id", "position_layout", "suppressed_token_ids",
+                "force_end_at_max_length", "output_bias", "scale_embedding", "activation"):
+        assert loaded.get_config()[key] == model.get_config()[key]
+    inputs = {"source_ids": source_ids.astype("int32"),
+              "target_ids": np.full((4, 3), PAD, "int32")}
+    np.testing.assert_allclose(np.asarray(loaded(inputs)), np.asarray(model(inputs)),
+                               atol=1e-6)
+    tokens, _ = loaded.search(source_ids.astype("int32"), beam_size=1, max_length=12)
+    expected, _ = model.search(source_ids.astype("int32"), beam_size=1, max_length=12)
+    np.testing.assert_array_equal(tokens, expected)
+    beams, scores = loaded.search(source_ids.astype("int32"), beam_size=3, max_length=12)
+    assert beams.shape == (4, 3, 12) and not (beams == PAD)[:, :, 0].any()
