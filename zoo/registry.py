@@ -96,7 +96,7 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
             also `compile` yourself).
 
     Returns:
-        The `keras.Model` (a `Translator` or a `VisionTransformer`). Loading uses Keras' safe
+        The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`). Loading uses Keras' safe
         mode: no pickled code is executed.
 
     Raises:
@@ -121,7 +121,8 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
 
 
 def _register_classes() -> None:
-    import zoo.translator  # noqa: F401  registers the classes for deserialization
+    import zoo.sentence_encoder  # noqa: F401  registers the classes for deserialization
+    import zoo.translator  # noqa: F401
     import zoo.vit  # noqa: F401
 
 
