@@ -1,6 +1,10 @@
 """Accuracy of a trained ViT against the number of attention heads pruned away.
 
-    python benchmarks/head_pruning.py --model vit-cifar10 --data DIR [--limit-per-class 100]
+    python benchmarks/head_pruning.py --model vit-cifar10 \
+        --data ../shared/data/cifar10/cifar10-train-jpg.tar.gz [--limit-per-class 100]
+
+The images are the recipe's held-out validation split of `--data` (`--validation-size` and
+`--seed` as in `zoo train vit`), never the images the model was trained on.
 
 Each head's importance is the validation accuracy left when that head alone is switched off
 (its rows of the output projection zeroed). Heads are then removed with
@@ -18,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 import zoo
-from training.image_data import load_image_folder_numpy
+from training.image_data import train_validation_split
+from zoo.vit_recipe import ViTRecipe, load_images
 
 
 def accuracy(model, images: np.ndarray, labels: np.ndarray) -> float:
@@ -45,17 +50,28 @@ def head_importance(model, images, labels) -> dict[tuple[int, int], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="vit-cifar10")
-    parser.add_argument("--data", required=True, help="a folder with one folder per class")
+    parser.add_argument("--data", required=True,
+                        help="the training data (a folder of class folders or a .tar.gz)")
+    parser.add_argument("--validation-size", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit-per-class", type=int, default=100)
+    parser.add_argument("--workdir", default="runs/head_pruning",
+                        help="where an archive is extracted")
     parser.add_argument("--output", default=str(Path(__file__).parent / "results" /
                                                 "head_pruning.json"))
     args = parser.parse_args()
 
     model = zoo.load(args.model)
     names = list(model.class_names)
-    images, folder_labels, folder_classes = load_image_folder_numpy(
-        args.data, image_size=model.image_size, limit_per_class=args.limit_per_class)
-    labels = np.array([names.index(folder_classes[i]) for i in folder_labels])
+    recipe = ViTRecipe(data=args.data, output=args.workdir, image_size=model.image_size,
+                       seed=args.seed)
+    all_images, folder_labels, folder_classes = load_images(recipe)
+    _, valid = train_validation_split(len(all_images), args.validation_size, seed=args.seed,
+                                      labels=folder_labels)
+    valid = np.concatenate([valid[folder_labels[valid] == c][:args.limit_per_class]
+                            for c in range(len(folder_classes))])
+    images = all_images[valid]
+    labels = np.array([names.index(folder_classes[i]) for i in folder_labels[valid]])
     baseline = accuracy(model, images, labels)
     importance = head_importance(model, images, labels)
     order = sorted(importance, key=lambda bh: -importance[bh])  # least harmful first
