@@ -245,3 +245,29 @@ def test_zoo_finetune_translator_learns_new_pairs_with_its_own_tokenizer(shared_
     assert tuned.tokenizer.vocabulary_size == shipped.tokenizer.vocabulary_size
     sentence = "A man in an orange hat starring at something."
     assert tuned.tokenizer.encode([sentence]) == shipped.tokenizer.encode([sentence])
+
+
+def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(tmp_path):
+    from zoo.vit_recipe import ViTFinetuneRecipe, build_vit
+
+    pretrained = small(num_classes=10)
+    pretrained.save(tmp_path / "pre.keras")
+    recipe = ViTFinetuneRecipe(model=str(tmp_path / "pre.keras"), image_size=32,
+                               freeze_blocks=1, layer_decay=0.5, epochs=1)
+    model = build_vit(recipe, ["a", "b", "c"], steps_per_epoch=4)
+    assert model.num_classes == 3 and model.class_names == ["a", "b", "c"]
+    assert model.image_size == 32 and model.grid_size == (8, 8)  # 16 px -> 32 px
+    assert model.position_embedding.position_embeddings.shape == (65, 16)
+    # The class token's row and the blocks come from the pretrained model.
+    old, new = values(pretrained), values(model)
+    assert np.array_equal(old["position_embedding/position_embeddings"][0],
+                          new["position_embedding/position_embeddings"][0])
+    assert np.array_equal(old["encoder_block_2/feed_forward/output/kernel"],
+                          new["encoder_block_2/feed_forward/output/kernel"])
+    trainable = {relative_variable_path(v) for v in model.trainable_weights}
+    assert not any(p.startswith(("patch_embedding", "encoder_block_0/")) for p in trainable)
+    multipliers = model.optimizer.learning_rate_multipliers
+    assert multipliers["encoder_block_1/self_attention/query/kernel"] == 0.25
+    labels = np.eye(3, dtype="float32")[np.arange(8) % 3]
+    history = model.fit(images(), labels, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
