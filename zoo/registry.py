@@ -96,8 +96,8 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
             also `compile` yourself).
 
     Returns:
-        The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`). Loading uses Keras' safe
-        mode: no pickled code is executed.
+        The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`).
+        Loading uses Keras' safe mode: no pickled code is executed.
 
     Raises:
         ValueError: the file's weights do not fit the model its config describes; the
