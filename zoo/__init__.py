@@ -11,6 +11,6 @@ import os
 # (set before Keras imports TensorFlow; an explicit setting wins).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from zoo.registry import list_models, load  # noqa: E402
+from zoo.registry import list_models, load, load_weights  # noqa: E402
 
-__all__ = ["list_models", "load"]
+__all__ = ["list_models", "load", "load_weights"]
