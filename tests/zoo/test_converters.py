@@ -245,3 +245,26 @@ def test_converted_translator_saves_and_loads(hf_marian, source_ids, tmp_path):
     np.testing.assert_array_equal(tokens, expected)
     beams, scores = loaded.search(source_ids.astype("int32"), beam_size=3, max_length=12)
     assert beams.shape == (4, 3, 12) and not (beams == PAD)[:, :, 0].any()
+
+
+# ---------------------------------------------------------------------- `zoo convert`
+def test_zoo_convert_hf_vit_writes_a_loadable_model_folder(hf_vit, tmp_path, capsys):
+    import zoo
+    from zoo.cli import main
+
+    hf_vit.save_pretrained(tmp_path / "hf")
+    out = tmp_path / "converted"
+    assert main(["convert", "hf-vit", str(tmp_path / "hf"), "--output", str(out),
+                 "--include-rescaling"]) == 0
+    model = zoo.load(str(out))
+    images = np.random.default_rng(2).integers(0, 256, (2, 32, 32, 3)).astype("uint8")
+    pixels = torch.from_numpy(images.transpose(0, 3, 1, 2).astype("float32") / 255.0)
+    with torch.no_grad():
+        expected = hf_vit(pixel_values=(pixels - 0.5) / 0.5).logits.numpy()
+    assert max_difference(model.predict(images, verbose=0), expected) < TOLERANCE
+    assert '"kind": "vit"' in (out / "manifest.json").read_text()
+    # A second conversion into the same folder needs --force; a missing source is named.
+    assert main(["convert", "hf-vit", str(tmp_path / "hf"), "--output", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["convert", "marian", "--output", str(tmp_path / "m")]) == 2
+    assert "convert marian needs SOURCE" in capsys.readouterr().err
