@@ -68,10 +68,10 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
         no_decay_keywords: Substrings of variable paths to leave undecayed.
         learning_rate_multipliers: `{path: factor}`: the learning rate (and the decoupled
             weight decay, which is proportional to it) of the variable with that path is
-            multiplied by the factor; others use the learning rate as it is. A path is the
-            variable's `path` without its first component (the model's name, which changes
-            from one instance to the next), e.g. "encoder_block_0/self_attention/query/kernel";
-            see `zoo.finetune.layer_decay_multipliers`.
+            multiplied by the factor; others use the learning rate as it is. A key names the
+            variables whose `path` equals it or ends with "/" + key (the longest key wins), so
+            "encoder_block_0/self_attention/query/kernel" matches that variable whatever the
+            model's name; see `zoo.finetune.layer_decay_multipliers`.
         **kwargs: `keras.optimizers.AdamW` arguments.
 
     Raises:
@@ -99,15 +99,24 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
             # tf.Variables whose names lost the Keras path.
             self.exclude_from_weight_decay(var_list=excluded)
         if self.learning_rate_multipliers and not self.built:
-            paths = [relative_variable_path(v) for v in var_list]
-            unknown = sorted(set(self.learning_rate_multipliers) - set(paths))
+            paths = [getattr(v, "path", v.name) for v in var_list]
+            matched: set[str] = set()
+            self._multiplier_of_index = []
+            for path in paths:
+                # The longest key that is the path or a "/"-separated tail of it.
+                keys = [k for k in self.learning_rate_multipliers
+                        if path == k or path.endswith("/" + k)]
+                key = max(keys, key=len) if keys else None
+                matched.update(keys)
+                self._multiplier_of_index.append(
+                    1.0 if key is None else self.learning_rate_multipliers[key])
+            unknown = sorted(set(self.learning_rate_multipliers) - matched)
             if unknown:
                 raise ValueError(
                     f"learning-rate multipliers name variables that are not trained: "
                     f"{unknown[:3]}{' ...' if len(unknown) > 3 else ''}")
-            # Indexed like the optimizer's slots: `_get_variable_index` finds a variable's.
-            self._multiplier_of_index = [self.learning_rate_multipliers.get(p, 1.0)
-                                         for p in paths]
+            # `_multiplier_of_index` is indexed like the optimizer's slots:
+            # `_get_variable_index` finds a variable's.
         super().build(var_list)
 
     def _multiplier(self, variable: Any) -> float:

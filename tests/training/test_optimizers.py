@@ -134,3 +134,48 @@ def test_transformer_adam_clips_the_global_norm():
 def test_negative_weight_decay_is_rejected():
     with pytest.raises(ValueError, match="weight_decay"):
         adamw_no_decay_on_norms(1e-3, weight_decay=-0.1)
+
+
+def test_learning_rate_multipliers_scale_the_decay_per_variable():
+    model = _small_vit_like_model()
+    lr, wd = 0.1, 0.5
+    # A key matches the path or its tail: "head/kernel" names the head's kernel only.
+    optimizer = adamw_no_decay_on_norms(lr, weight_decay=wd, learning_rate_multipliers={
+        "patch_projection/kernel": 0.5, "head/kernel": 0.0})
+    before = _by_path(model)
+    zeros = [np.zeros(v.shape, "float32") for v in model.trainable_variables]
+    optimizer.apply_gradients(zip(zeros, model.trainable_variables))
+    after = _by_path(model)
+    np.testing.assert_allclose(after["patch_projection/kernel"],
+                               before["patch_projection/kernel"] * (1 - lr * wd * 0.5),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(after["head/kernel"], before["head/kernel"])
+
+
+def test_learning_rate_multipliers_scale_adams_first_step():
+    """Adam's first step of an element is lr * g / (|g| + eps), so +-lr * multiplier."""
+    model = _small_vit_like_model()
+    lr = 0.01
+    multipliers = {"head/kernel": 0.25, "cls/class_token": 0.5}  # (patches never reach the head)
+    model.compile(optimizer=adamw_no_decay_on_norms(lr, weight_decay=0.0,
+                                                    learning_rate_multipliers=multipliers),
+                  loss="mse")
+    before = _by_path(model)
+    x = np.random.default_rng(0).normal(size=(4, 4, 6)).astype("float32")
+    model.fit(x, np.ones((4, 3), "float32"), epochs=1, batch_size=4, verbose=0)
+    after = _by_path(model)
+    for path, factor in {**multipliers, "layer_norm/gamma": 1.0}.items():
+        step = np.abs(after[path] - before[path]).max()
+        assert step == pytest.approx(lr * factor, rel=0.02), path
+
+
+def test_learning_rate_multipliers_refuse_unknown_paths_and_negative_factors():
+    with pytest.raises(ValueError, match="must be >= 0"):
+        adamw_no_decay_on_norms(1e-3, learning_rate_multipliers={"head/kernel": -1.0})
+    model = _small_vit_like_model()
+    optimizer = adamw_no_decay_on_norms(1e-3, learning_rate_multipliers={"nope/kernel": 0.5})
+    with pytest.raises(ValueError, match="nope/kernel"):
+        optimizer.build(model.trainable_variables)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(
+        adamw_no_decay_on_norms(1e-3, learning_rate_multipliers={"head/kernel": 0.5})))
+    assert restored.learning_rate_multipliers == {"head/kernel": 0.5}
