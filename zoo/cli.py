@@ -281,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError, TypeError, KeyError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError, TypeError, KeyError,
+            ModuleNotFoundError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
