@@ -155,3 +155,17 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="num_heads 3"):
         SentenceEncoder(vocabulary_size=10, num_layers=1, num_heads=3, hidden_dim=4,
                         intermediate_dim=8)
+
+
+def test_a_refused_checkpoint_leaves_the_model_as_it_was(model_dir):
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(model_dir / "model.safetensors"))
+    name = "encoder.layer.5.output.dense.bias"  # among the last tensors written
+    tensors[name] = tensors[name][:100]
+    config = {k: v for k, v in encoder_config(model_dir).items() if k != "vocabulary"}
+    model = SentenceEncoder(**config)
+    before = [np.array(v.numpy()) for v in model.weights]
+    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+        assign_bert_weights(model, tensors)
+    assert all(np.array_equal(a, np.asarray(v.numpy())) for a, v in zip(before, model.weights))

@@ -10,9 +10,10 @@ differ.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -150,6 +151,18 @@ class Checkpoint:
 
 
 # ---------------------------------------------------------------------- writing weights
+@contextlib.contextmanager
+def all_or_nothing(model: Any) -> Iterator[None]:
+    """Restores `model`'s weights when the block raises: a refused checkpoint changes nothing."""
+    saved = [np.array(variable.numpy()) for variable in model.weights]
+    try:
+        yield
+    except Exception:
+        for variable, value in zip(model.weights, saved):
+            variable.assign(value)
+        raise
+
+
 def assign(variable: Any, value: np.ndarray, name: str) -> None:
     """Writes `value` into a Keras variable, checking the shape once more."""
     if tuple(variable.shape) != tuple(value.shape):

