@@ -41,6 +41,20 @@ def _positive_int(value, name: str) -> int:
     return int(value)
 
 
+def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,
+                   seed: int = 0) -> np.ndarray:
+    """Indices of a random subset of at most `limit_per_class` examples of each class,
+    class by class and in their original order within a class."""
+    rng = np.random.default_rng(seed)
+    keep = []
+    for index in range(num_classes):
+        members = np.flatnonzero(labels == index)
+        if len(members) > limit_per_class:
+            members = np.sort(rng.choice(members, size=limit_per_class, replace=False))
+        keep.extend(members.tolist())
+    return np.asarray(keep, dtype="int64")
+
+
 def load_image_folder_numpy(
     directory: str | os.PathLike,
     image_size=(32, 32),
@@ -75,13 +89,7 @@ def load_image_folder_numpy(
         limit_per_class = _positive_int(limit_per_class, "limit_per_class")
     paths, labels, class_names = scan_image_folder(directory)
     if limit_per_class is not None:
-        rng = np.random.default_rng(seed)
-        keep = []
-        for index in range(len(class_names)):
-            members = np.flatnonzero(labels == index)
-            if len(members) > limit_per_class:
-                members = np.sort(rng.choice(members, size=limit_per_class, replace=False))
-            keep.extend(members.tolist())
+        keep = rows_per_class(labels, len(class_names), limit_per_class, seed)
         paths = [paths[i] for i in keep]
         labels = labels[keep]
     if num_threads is None:

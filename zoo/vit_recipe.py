@@ -34,6 +34,7 @@ from training.idx_data import (
 from training.image_data import (
     extract_archive,
     load_image_folder_numpy,
+    rows_per_class,
     scan_image_folder,
     train_validation_split,
 )
@@ -41,6 +42,7 @@ from training.optimizers import adamw_no_decay_on_norms
 from training.precision import set_precision
 from training.schedules import WarmupCosine
 from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
+from zoo.registry import load
 from zoo.vit import VisionTransformer
 
 
@@ -105,13 +107,11 @@ def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     folder = Path(recipe.data)
     if folder.is_dir() and is_idx_folder(folder):
         images, labels = load_idx_split(folder, "train", image_size=recipe.image_size)
-        if recipe.limit_per_class:
-            rng = np.random.default_rng(recipe.seed)
-            rows = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[
-                :recipe.limit_per_class] for c in np.unique(labels)])
-            images, labels = images[np.sort(rows)], labels[np.sort(rows)]
         names = (list(FASHION_MNIST_CLASSES) if folder.resolve() == FASHION_MNIST_DIR.resolve()
                  else [str(c) for c in range(int(labels.max()) + 1)])
+        if recipe.limit_per_class:
+            rows = rows_per_class(labels, len(names), recipe.limit_per_class, recipe.seed)
+            images, labels = images[rows], labels[rows]
         return images, labels, names
     if folder.name.endswith((".tar.gz", ".tgz", ".tar")):
         folder = extract_archive(folder, Path(recipe.output) / "data")
@@ -187,12 +187,7 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
 
 
 def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
-    from zoo.registry import load
-
-    model = load(recipe.model)
-    if not isinstance(model, VisionTransformer):
-        raise ValueError(f"--model {recipe.model!r} is a {type(model).__name__}, not a "
-                         "VisionTransformer")
+    model = load(recipe.model, expect=VisionTransformer)
     if list(model.class_names or []) != list(class_names):
         model = replace_head(model, len(class_names), class_names)
     if model.image_size != recipe.image_size:
