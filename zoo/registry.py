@@ -86,7 +86,8 @@ def resolve(name_or_path: str) -> Path:
         f"models: {', '.join(sorted(shipped)) or '(none installed)'}")
 
 
-def load(name_or_path: str, compile: bool = False) -> keras.Model:
+def load(name_or_path: str, compile: bool = False,
+         expect: type | None = None) -> keras.Model:
     """Loads a zoo model, ready to use: `zoo.load("translator-multi30k-en-de")`.
 
     Args:
@@ -94,6 +95,8 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
             holding `model.keras`, or an `https://...#sha256=...` URL.
         compile: restore the training configuration too (for further `fit` calls you may
             also `compile` yourself).
+        expect: the model class the caller needs (e.g. `VisionTransformer`); another class
+            is a ValueError that names both.
 
     Returns:
         The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`).
@@ -108,7 +111,7 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
     if not str(path).endswith(".keras"):
         raise ValueError(f"{path} is not a .keras file")
     try:
-        return keras.saving.load_model(path, compile=compile, safe_mode=True)
+        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except ValueError as error:
         # Keras reports a layer that "could not be loaded"; say which weight and shapes.
         with zipfile.ZipFile(path) as archive:
@@ -118,6 +121,10 @@ def load(name_or_path: str, compile: bool = False) -> keras.Model:
         if mismatch:
             raise ValueError(f"{path}: {mismatch[0]}") from error
         raise
+    if expect is not None and not isinstance(model, expect):
+        raise ValueError(f"{name_or_path!r} is a {type(model).__name__}, not a "
+                         f"{expect.__name__}")
+    return model
 
 
 def _register_classes() -> None:

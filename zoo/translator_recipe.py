@@ -29,6 +29,7 @@ from training.precision import set_precision
 from training.text_batches import filter_by_length, make_numpy_batches, make_tf_dataset
 from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
+from zoo.registry import load
 from zoo.tokenizer import SubwordTokenizer
 from zoo.translator import Translator
 
@@ -116,16 +117,6 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
     return train, valid
 
 
-def _pretrained(recipe: TranslatorRecipe) -> Translator:
-    from zoo.registry import load
-
-    model = load(recipe.model)
-    if not isinstance(model, Translator):
-        raise ValueError(f"--model {recipe.model!r} is a {type(model).__name__}, not a "
-                         "Translator")
-    return model
-
-
 def _tokenizer(recipe: TranslatorRecipe, train: list,
                pretrained: Translator | None = None) -> SubwordTokenizer:
     if pretrained is not None:
@@ -171,7 +162,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     keras.utils.set_random_seed(recipe.seed)
     set_precision(recipe.precision)
     train, valid = load_pairs(recipe)
-    pretrained = _pretrained(recipe) if recipe.model else None
+    pretrained = load(recipe.model, expect=Translator) if recipe.model else None
     tokenizer = _tokenizer(recipe, train, pretrained)
     max_length = recipe.max_length
     if pretrained is not None:

@@ -169,6 +169,16 @@ def test_zoo_load_names_the_weight_of_a_tampered_archive(tmp_path):
         zoo.load(str(tampered))
 
 
+def test_load_refuses_a_model_of_another_class_than_expected(tmp_path):
+    small().save(tmp_path / "vit.keras")
+    from zoo.translator import Translator
+
+    with pytest.raises(ValueError, match="is a VisionTransformer, not a Translator"):
+        zoo.load(str(tmp_path / "vit.keras"), expect=Translator)
+    assert isinstance(zoo.load(str(tmp_path / "vit.keras"), expect=VisionTransformer),
+                      VisionTransformer)
+
+
 # ------------------------------------------------------------------ Fashion-MNIST files
 def test_read_idx_parses_the_header_and_refuses_truncated_files(tmp_path):
     array = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
