@@ -71,11 +71,11 @@ def _norm(ckpt: Checkpoint, norm: Any, prefix: str, d: int) -> None:
 
 def _feed_forward(ckpt: Checkpoint, block: Any, prefix: str, d: int, ffn: int) -> None:
     set_linear(block.feed_forward.intermediate_dense,
-               ckpt.take(f"{prefix}.fc1.weight", (ffn, d)), ckpt.take(f"{prefix}.fc1.bias", (ffn,)),
-               f"{prefix}.fc1")
+               ckpt.take(f"{prefix}.fc1.weight", (ffn, d)),
+               ckpt.take(f"{prefix}.fc1.bias", (ffn,)), f"{prefix}.fc1")
     set_linear(block.feed_forward.output_dense,
-               ckpt.take(f"{prefix}.fc2.weight", (d, ffn)), ckpt.take(f"{prefix}.fc2.bias", (d,)),
-               f"{prefix}.fc2")
+               ckpt.take(f"{prefix}.fc2.weight", (d, ffn)),
+               ckpt.take(f"{prefix}.fc2.bias", (d,)), f"{prefix}.fc2")
     _norm(ckpt, block.feed_forward_norm, f"{prefix}.final_layer_norm", d)
 
 
