@@ -193,11 +193,13 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     def translate(texts: list[str]) -> list[str]:
         return model.translate(texts, beam_size=recipe.beam_size, alpha=recipe.alpha)
 
+    sources, references = [s for s, _ in valid], [t for _, t in valid]
     before = None
     if pretrained is not None and not initial_epoch:  # the baseline fine-tuning must beat
-        before = corpus_scores(translate([s for s, _ in valid]), [t for _, t in valid])
+        before = evaluate_translator(model, sources, references, recipe.beam_size,
+                                     recipe.alpha)
         print(f"before fine-tuning: validation BLEU {before['bleu']:.2f}")
-    bleu = TranslationMetricsCallback(translate, [s for s, _ in valid], [t for _, t in valid],
+    bleu = TranslationMetricsCallback(translate, sources, references,
                                       every=recipe.evaluate_every)
     callbacks = [bleu, ResumableCheckpoint(out / "checkpoints"),
                  keras.callbacks.TensorBoard(str(out / "logs"))]
@@ -210,7 +212,8 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:
         final = {"bleu": bleu.history[-1]["bleu"], "chrf": bleu.history[-1]["chrf"]}
     else:  # the last epoch was not evaluated (or there was nothing left to train)
-        final = corpus_scores(translate([s for s, _ in valid]), [t for _, t in valid])
+        final = evaluate_translator(model, sources, references, recipe.beam_size,
+                                    recipe.alpha)
     metrics = {
         "recipe": dataclasses.asdict(recipe),
         "backend": keras.backend.backend(),
