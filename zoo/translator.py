@@ -31,6 +31,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Multi30k baselines).
     "transformer-multi30k": dict(hidden_dim=256, num_encoder_layers=3, num_decoder_layers=3,
                                  num_heads=8, intermediate_dim=1024, dropout=0.1),
+    # The "Transformer-tiny" of Wu et al. (ACL 2021) that reaches 41.02 BLEU on Multi30k
+    # en-de: 4+4 layers, d_model 128, 4 heads, d_ff 256, dropout 0.3. Cheap enough for CPUs.
+    "transformer-small": dict(hidden_dim=128, num_encoder_layers=4, num_decoder_layers=4,
+                              num_heads=4, intermediate_dim=256, dropout=0.3),
     # Trains in minutes on a CPU; for tests and the interim shipped model.
     "transformer-tiny": dict(hidden_dim=128, num_encoder_layers=2, num_decoder_layers=2,
                              num_heads=4, intermediate_dim=256, dropout=0.1),

@@ -201,7 +201,8 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
         print(f"before fine-tuning: validation BLEU {before['bleu']:.2f}")
     bleu = TranslationMetricsCallback(translate, sources, references,
                                       every=recipe.evaluate_every)
-    callbacks = [bleu, ResumableCheckpoint(out / "checkpoints"),
+    # The last five epochs stay on disk, for checkpoint averaging.
+    callbacks = [bleu, ResumableCheckpoint(out / "checkpoints", keep=5),
                  keras.callbacks.TensorBoard(str(out / "logs"))]
     started = time.time()
     history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
