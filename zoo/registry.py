@@ -13,9 +13,10 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import keras
+if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
+    import keras
 
 # The repository's saved_models/ (an editable install), or ZOO_MODELS_DIR.
 MODELS_DIR = Path(os.environ.get("ZOO_MODELS_DIR",
@@ -71,6 +72,8 @@ def resolve(name_or_path: str) -> Path:
         url, _, fragment = name_or_path.partition("#")
         expected = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
         filename = url.rstrip("/").rsplit("/", 1)[-1] or "model.keras"
+        import keras
+
         local = keras.utils.get_file(filename, url, file_hash=expected, hash_algorithm="sha256",
                                      cache_subdir="zoo_models")
         return Path(local)
@@ -106,6 +109,8 @@ def load(name_or_path: str, compile: bool = False,
         ValueError: the file's weights do not fit the model its config describes; the
             message names the first mismatched weight and both shapes.
     """
+    import keras
+
     _register_classes()
     path = resolve(name_or_path)
     if not str(path).endswith(".keras"):
