@@ -49,16 +49,138 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+class DownloadError(ValueError):
+    """A URL that cannot be fetched, fails its sha256, or is refused (plain http, no hash)."""
+
+
+def cache_dir() -> Path:
+    """Where downloaded models are kept: `$ZOO_CACHE_DIR`, else `$KERAS_HOME/zoo_models`
+    (`~/.keras/zoo_models`)."""
+    if os.environ.get("ZOO_CACHE_DIR"):
+        return Path(os.environ["ZOO_CACHE_DIR"]).expanduser()
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    return Path(home) / "zoo_models"
+
+
+def download(url: str, timeout: float = 60.0) -> Path:
+    """The local copy of a model URL, downloaded on first use: `https://.../m.keras#sha256=HEX`.
+
+    Every download lands in a folder of its own, named by a digest of the URL and of the
+    expected hash, so two URLs that end in the same file name never share a cache entry, and
+    the same URL with and without a hash never do either. A file is written under a temporary
+    name and renamed into place only after its sha256 matched; a file that fails the check is
+    deleted, never cached. A cached file with a hash is checked again on every use.
+
+    Which URLs are accepted, and why:
+
+    - `https://...#sha256=HEX` and `http://...#sha256=HEX`: the hash proves the content,
+      whatever the transport.
+    - `https://...` without a hash: accepted, with a warning on stderr that the file's
+      integrity is unchecked (TLS authenticates the server, but nothing pins the content).
+    - `http://...` without a hash: refused. Anyone on the path could substitute the file,
+      and a `.keras` file is a model the zoo would then run.
+
+    Progress goes to stderr (never stdout, which carries translations and labels).
+
+    Args:
+        url: the URL, optionally with a `#sha256=<64 hex digits>` fragment.
+        timeout: seconds to wait for the server on connect and on each read.
+
+    Returns:
+        The path of the cached file (its name is the URL's last path segment).
+
+    Raises:
+        DownloadError: a malformed hash, plain http without one, a network or HTTP error, or
+            a sha256 mismatch; the message names the URL.
+    """
+    import sys
+
+    address, _, fragment = url.partition("#")
+    expected = None
+    if fragment:
+        if not fragment.startswith("sha256="):
+            raise DownloadError(f"the fragment of {url!r} must be #sha256=<64 hex digits>; "
+                                f"got #{fragment}")
+        expected = fragment.removeprefix("sha256=").lower()
+        if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+            raise DownloadError(f"the sha256 in {url!r} must be 64 hex digits; got "
+                                f"{expected!r}")
+    if expected is None and address.startswith("http://"):
+        raise DownloadError(
+            f"refusing {address}: plain http without #sha256=<hex> cannot be trusted; use "
+            "https, or append the file's #sha256=")
+    filename = address.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or MODEL_FILE
+    key = hashlib.sha256(f"{address}\n{expected or ''}".encode()).hexdigest()[:32]
+    folder = cache_dir() / key
+    local = folder / filename
+    if local.is_file():
+        if expected is None or sha256_of(local) == expected:
+            return local
+        local.unlink()  # corrupted in the cache: fetch it again
+    if expected is None:
+        print(f"zoo: warning: {address} has no #sha256=; its integrity is unchecked",
+              file=sys.stderr)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{filename}.part-{os.getpid()}"
+    try:
+        digest = _fetch(address, partial, timeout)
+        if expected is not None and digest != expected:
+            raise DownloadError(f"{address} has sha256 {digest}, not the expected {expected}; "
+                                "the file was deleted")
+        os.replace(partial, local)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return local
+
+
+def _fetch(url: str, destination: Path, timeout: float) -> str:
+    """Streams `url` into `destination` with progress on stderr; returns its sha256."""
+    import sys
+    import urllib.error
+    import urllib.request
+
+    digest = hashlib.sha256()
+    interactive = sys.stderr.isatty()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, \
+                open(destination, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            print(f"zoo: downloading {url}", file=sys.stderr, flush=True)
+            for chunk in iter(lambda: response.read(1 << 20), b""):
+                out.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                if interactive:
+                    share = f" of {total / 1e6:.1f}" if total else ""
+                    print(f"\r  {done / 1e6:.1f}{share} MB", end="", file=sys.stderr,
+                          flush=True)
+            out.flush()
+            os.fsync(out.fileno())
+        if interactive:
+            print(file=sys.stderr)
+    except (urllib.error.URLError, OSError) as error:
+        reason = (error if isinstance(error, urllib.error.HTTPError)
+                  else getattr(error, "reason", None) or error)
+        raise DownloadError(f"cannot download {url}: {reason}") from error
+    if total and done != total:
+        raise DownloadError(f"cannot download {url}: got {done} of {total} bytes")
+    return digest.hexdigest()
+
+
 def resolve(name_or_path: str) -> Path:
     """The local `.keras` file for a shipped name, a path (file or model folder) or a URL.
 
-    URLs are downloaded once into the Keras cache; the sha256 is checked when the URL ends
-    with `#sha256=<hex>`.
+    URLs are downloaded once into the cache (see `download`); the sha256 is checked when the
+    URL ends with `#sha256=<hex>`.
 
     Raises:
         ValueError: the name is not shipped and is no path or URL; the message lists the
             shipped names.
         FileNotFoundError: a path that does not exist.
+        DownloadError: a URL that cannot be fetched, fails its sha256 or is plain http
+            without one.
     """
     shipped = _manifests()
     if name_or_path in shipped:
@@ -69,14 +191,7 @@ def resolve(name_or_path: str) -> Path:
                 "zoo or fetch saved_models/ again")
         return path
     if name_or_path.startswith(("http://", "https://")):
-        url, _, fragment = name_or_path.partition("#")
-        expected = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
-        filename = url.rstrip("/").rsplit("/", 1)[-1] or "model.keras"
-        import keras
-
-        local = keras.utils.get_file(filename, url, file_hash=expected, hash_algorithm="sha256",
-                                     cache_subdir="zoo_models")
-        return Path(local)
+        return download(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         path = path / MODEL_FILE
