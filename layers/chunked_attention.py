@@ -1,0 +1,284 @@
+"""Memory-lean exact attention: key-chunked (online softmax) and sliding-window (Longformer).
+
+Both compute exactly what `scaled_dot_product_attention` computes with the equivalent dense
+mask, without ever holding the `(T, S)` score matrix:
+
+- `chunked_attention` walks over blocks of keys, keeping a running maximum `m`, a running
+  sum `l` and an unnormalised context `acc` per query (the online softmax of Milakov &
+  Gimelshein, 2018, used by FlashAttention, Dao et al., 2022, algorithm 1):
+
+      m' = max(m, rowmax(s_b)),  l' = l e^(m - m') + rowsum(e^(s_b - m')),
+      acc' = acc e^(m - m') + e^(s_b - m') V_b,   context = acc / l
+
+  so at most `T x block_size` scores per head exist at a time.
+- `sliding_window_attention` lets query i see key j when |i - j| <= window (and j <= i when
+  causal), plus the first `global_tokens` positions, which see and are seen by every position
+  (Beltagy et al., 2020, "Longformer", section 3.1). It runs over blocks of queries, each
+  gathering only the keys its band can reach, so memory grows as T x (window + globals).
+
+Sequence lengths must be static (they are in Keras): the blocks are a Python loop.
+Logits, softmax and the accumulation run in float32 whatever the input dtype. A row whose
+keys are all masked gets the mean of all values, as the dense function's uniform row does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keras import ops
+
+from layers.attention import MASKED_LOGIT, _check_shapes, check_mask_broadcasts
+
+
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+    return value
+
+
+def _static_length(name: str, tensor: Any) -> int:
+    length = tensor.shape[-2]
+    if length is None:
+        raise ValueError(
+            f"{name} needs a static sequence length; got {name} shape {tuple(tensor.shape)}")
+    return int(length)
+
+
+def _prepare(query: Any, key: Any, value: Any, mask: Any, scale: float | None
+             ) -> tuple[Any, Any, Any, Any, float]:
+    query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
+    _check_shapes(query, key, value)
+    if scale is None:
+        scale = 1.0 / float(query.shape[-1]) ** 0.5
+    if mask is not None:
+        mask = ops.cast(ops.convert_to_tensor(mask), "bool")
+        target = tuple(query.shape[:-1]) + (key.shape[-2],)
+        check_mask_broadcasts(mask, target)
+        if len(mask.shape) < 2:
+            mask = ops.reshape(mask, (1,) * (2 - len(mask.shape)) + tuple(mask.shape))
+    return query, key, value, mask, scale
+
+
+def _mask_rows(mask: Any, start: int, stop: int) -> Any:
+    return mask if mask.shape[-2] == 1 else mask[..., start:stop, :]
+
+
+def _mask_cols(mask: Any, start: int, stop: int) -> Any:
+    return mask if mask.shape[-1] == 1 else mask[..., start:stop]
+
+
+def _and(a: Any | None, b: Any | None) -> Any | None:
+    if a is None:
+        return b
+    return a if b is None else ops.logical_and(a, b)
+
+
+def chunked_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any | None = None,
+    causal: bool = False,
+    block_size: int = 512,
+    scale: float | None = None,
+) -> Any:
+    """Exact softmax attention computed over blocks of keys with an online softmax.
+
+    Equal (to float32 rounding) to `scaled_dot_product_attention(query, key, value, mask &
+    causal_mask)[0]`, holding at most `T x block_size` scores per head at a time.
+
+    Args:
+        query: `(..., T, d_k)` queries.
+        key: `(..., S, d_k)` keys; S must be static.
+        value: `(..., S, d_v)` values.
+        mask: optional boolean array broadcastable to `(..., T, S)`, `True` = attend.
+        causal: also mask keys after each query's index (key j <= query i, as `causal_mask`).
+        block_size: keys per block; the last block holds the remainder.
+        scale: logit scale, `1 / sqrt(d_k)` by default.
+
+    Returns:
+        `(..., T, d_v)` context vectors in the dtype of `value`.
+
+    Example:
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(size=(2, 10, 4)).astype("float32")
+    >>> tuple(chunked_attention(x, x, x, causal=True, block_size=4).shape)
+    (2, 10, 4)
+    """
+    block_size = _positive_int("block_size", block_size)
+    query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
+    query_length = query.shape[-2]
+    key_length = _static_length("key", key)
+    q = ops.cast(query, "float32")
+    rows = None
+    if causal:
+        rows = ops.expand_dims(ops.arange(query_length if query_length is not None
+                                          else ops.shape(query)[-2], dtype="int32"), -1)
+    running_max = running_sum = acc = None
+    for start in range(0, key_length, block_size):
+        stop = min(start + block_size, key_length)
+        k = ops.cast(key[..., start:stop, :], "float32")
+        v = ops.cast(value[..., start:stop, :], "float32")
+        logits = ops.matmul(q, ops.swapaxes(k, -1, -2)) * scale  # (..., T, block)
+        allowed = None if mask is None else _mask_cols(mask, start, stop)
+        if causal:
+            cols = ops.expand_dims(ops.arange(start, stop, dtype="int32"), 0)
+            allowed = _and(allowed, ops.greater_equal(rows, cols))
+        if allowed is not None:
+            logits = ops.where(allowed, logits, MASKED_LOGIT)
+        block_max = ops.max(logits, axis=-1, keepdims=True)
+        if running_max is None:
+            new_max = block_max
+        else:
+            new_max = ops.maximum(running_max, block_max)
+        weights = ops.exp(logits - new_max)  # unnormalised, (..., T, block)
+        block_sum = ops.sum(weights, axis=-1, keepdims=True)
+        block_context = ops.matmul(weights, v)
+        if running_max is None:
+            running_sum, acc = block_sum, block_context
+        else:
+            correction = ops.exp(running_max - new_max)
+            running_sum = running_sum * correction + block_sum
+            acc = acc * correction + block_context
+        running_max = new_max
+    return ops.cast(acc / running_sum, value.dtype)
+
+
+def sliding_window_mask(
+    query_length: int,
+    key_length: int | None = None,
+    window: int = 0,
+    causal: bool = False,
+    global_tokens: int = 0,
+    offset: Any = 0,
+) -> Any:
+    """The dense boolean `(query_length, key_length)` mask of `sliding_window_attention`.
+
+    For decoding with a cache (a few queries at a time), where the dense equation with this
+    mask is cheap: `True` where |i - j| <= window, or i or j < global_tokens, and j <= i when
+    causal, with i = query index + offset.
+
+    Args:
+        query_length: number of queries.
+        key_length: number of keys; `query_length` by default.
+        window: how far (in positions) each query sees on either side.
+        causal: hide keys after each query's position.
+        global_tokens: number of leading positions that see and are seen by all.
+        offset: the absolute position of the first query (an int or a scalar tensor).
+
+    Returns:
+        A boolean tensor.
+    """
+    key_length = query_length if key_length is None else key_length
+    rows = ops.expand_dims(ops.arange(query_length, dtype="int32") + offset, -1)
+    cols = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+    allowed = ops.logical_or(
+        ops.less_equal(ops.abs(rows - cols), window),
+        ops.logical_or(ops.less(rows, global_tokens), ops.less(cols, global_tokens)),
+    )
+    if causal:
+        allowed = ops.logical_and(allowed, ops.greater_equal(rows, cols))
+    return allowed
+
+
+def _masked_context(logits: Any, allowed: Any | None, values: Any, fully_masked_value: Any,
+                    check_empty_rows: bool) -> Any:
+    """softmax(logits | allowed) values, in float32; rows with no allowed key get the mean."""
+    if allowed is not None:
+        logits = ops.where(allowed, logits, MASKED_LOGIT)
+    context = ops.matmul(ops.softmax(logits, axis=-1), values)
+    if check_empty_rows:
+        # Dense attention makes such a row uniform over all S keys: the mean of all values.
+        has_key = ops.any(allowed, axis=-1, keepdims=True)
+        context = ops.where(has_key, context, fully_masked_value)
+    return context
+
+
+def sliding_window_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    window: int,
+    causal: bool = False,
+    global_tokens: int = 0,
+    mask: Any | None = None,
+    block_size: int = 128,
+    scale: float | None = None,
+) -> Any:
+    """Local (banded) self-attention with optional global tokens, computed by query blocks.
+
+    Query i attends to key j when |i - j| <= window, or when i < global_tokens or
+    j < global_tokens; with `causal`, only when also j <= i. This equals
+    `scaled_dot_product_attention` with `sliding_window_mask(...) & mask` as its mask. Each
+    block of `block_size` queries gathers the global keys and the keys in
+    `[block_start - window, block_end + window)`, so memory grows as
+    `T x (block_size + 2 window + global_tokens)` instead of `T x T`; the global query rows
+    (few) are computed densely.
+
+    Args:
+        query: `(..., T, d_k)` queries; T must be static.
+        key: `(..., T, d_k)` keys at the same positions (self-attention).
+        value: `(..., T, d_v)` values.
+        window: how far each query sees on either side (only before it when causal).
+        causal: hide keys after each query's position.
+        global_tokens: number of leading positions that attend to and are attended by all.
+        mask: optional boolean array broadcastable to `(..., T, T)`, `True` = attend.
+        block_size: queries per block.
+        scale: logit scale, `1 / sqrt(d_k)` by default.
+
+    Returns:
+        `(..., T, d_v)` context vectors in the dtype of `value`.
+
+    Example:
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(size=(2, 10, 4)).astype("float32")
+    >>> tuple(sliding_window_attention(x, x, x, window=2, global_tokens=1).shape)
+    (2, 10, 4)
+    """
+    window = _positive_int("window", window, minimum=0)
+    global_tokens = _positive_int("global_tokens", global_tokens, minimum=0)
+    block_size = _positive_int("block_size", block_size)
+    query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
+    length = _static_length("query", query)
+    if _static_length("key", key) != length:
+        raise ValueError(
+            "sliding_window_attention is self-attention: query and key lengths must match; "
+            f"got {length} and {key.shape[-2]}")
+    num_global = min(global_tokens, length)
+    q, k, v = (ops.cast(t, "float32") for t in (query, key, value))
+    mean_value = ops.mean(v, axis=-2, keepdims=True) if mask is not None else None
+    check_empty = mask is not None
+    contexts = []
+    if num_global:
+        # Global queries see every key (every earlier one when causal): dense, G x T.
+        logits = ops.matmul(q[..., :num_global, :], ops.swapaxes(k, -1, -2)) * scale
+        allowed = None if mask is None else _mask_rows(mask, 0, num_global)
+        if causal:
+            allowed = _and(allowed, sliding_window_mask(
+                num_global, length, window=length, causal=True))
+        contexts.append(_masked_context(logits, allowed, v, mean_value, check_empty))
+    global_cols = ops.arange(num_global, dtype="int32")
+    for start in range(num_global, length, block_size):
+        stop = min(start + block_size, length)
+        # Local keys this block can reach; those below num_global are the global keys.
+        low, high = max(start - window, num_global), (stop if causal else min(stop + window,
+                                                                              length))
+        block_k = ops.concatenate([k[..., :num_global, :], k[..., low:high, :]], axis=-2)
+        block_v = ops.concatenate([v[..., :num_global, :], v[..., low:high, :]], axis=-2)
+        logits = ops.matmul(q[..., start:stop, :], ops.swapaxes(block_k, -1, -2)) * scale
+        rows = ops.expand_dims(ops.arange(start, stop, dtype="int32"), -1)
+        cols = ops.concatenate([global_cols, ops.arange(low, high, dtype="int32")])
+        cols = ops.expand_dims(cols, 0)
+        allowed = ops.logical_or(ops.less_equal(ops.abs(rows - cols), window),
+                                 ops.less(cols, num_global))
+        if causal:
+            allowed = ops.logical_and(allowed, ops.greater_equal(rows, cols))
+        if mask is not None:
+            block_mask = _mask_rows(mask, start, stop)
+            if block_mask.shape[-1] != 1:
+                block_mask = ops.concatenate(
+                    [block_mask[..., :num_global], block_mask[..., low:high]], axis=-1)
+            allowed = ops.logical_and(allowed, block_mask)
+        contexts.append(_masked_context(logits, allowed, block_v, mean_value, check_empty))
+    context = contexts[0] if len(contexts) == 1 else ops.concatenate(contexts, axis=-2)
+    return ops.cast(context, value.dtype)
