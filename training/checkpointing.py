@@ -135,8 +135,36 @@ class ResumableCheckpoint(keras.callbacks.Callback):
             shutil.rmtree(path, ignore_errors=True)  # left by a killed run
 
 
+def _read_checkpoint(checkpoint: Path) -> tuple[dict, list[np.ndarray]]:
+    """The state and optimizer values of a checkpoint, after reading every byte of it.
+
+    Raises whatever reading a damaged file raises (OSError, ValueError, EOFError, KeyError,
+    zipfile.BadZipFile, ...): the caller treats any of them as a corrupt checkpoint.
+    """
+    import h5py
+
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    int(state["epoch"])
+    names = list(state["optimizer_variables"])
+    with np.load(checkpoint / OPTIMIZER_FILE) as stored:
+        values = [stored[key] for key in sorted(stored.files)]  # checks each member's CRC
+    if len(names) != len(values):
+        raise ValueError(f"state.json names {len(names)} optimizer variables but "
+                         f"{OPTIMIZER_FILE} holds {len(values)}")
+    with h5py.File(checkpoint / WEIGHTS_FILE, "r") as weights:
+        def read(_: str, item: Any) -> None:
+            if isinstance(item, h5py.Dataset):
+                item[()]
+        weights.visititems(read)
+    return state, values
+
+
 def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
-    """Loads the newest checkpoint's weights and optimizer state into a compiled model.
+    """Loads the newest intact checkpoint's weights and optimizer state into a compiled model.
+
+    A checkpoint whose files cannot be read (truncated or damaged on disk, say by a full disk
+    or a copy that stopped half-way) is skipped with a warning on stderr, and the previous
+    one is used; it is replaced when training reaches its epoch again.
 
     Args:
         model: A built and compiled model of the same architecture and optimizer as the one
@@ -148,11 +176,13 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
         `model.fit`. 0 when there is no checkpoint yet (a fresh start).
 
     Raises:
-        ValueError: If the model is not compiled, or the checkpoint's optimizer state does
-            not fit the model's optimizer.
+        ValueError: If the model is not compiled, the checkpoint's optimizer state does not
+            fit the model's optimizer, or there are checkpoints but none is intact.
     """
-    checkpoint = latest_checkpoint(directory)
-    if checkpoint is None:
+    import sys
+
+    found = _checkpoints(Path(directory))
+    if not found:
         return 0
     optimizer = getattr(model, "optimizer", None)
     if optimizer is None:
@@ -163,10 +193,24 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
     if not optimizer.built:
         optimizer.build(model.trainable_variables)
 
+    damaged = []
+    for _, checkpoint in reversed(found):
+        try:
+            state, values = _read_checkpoint(checkpoint)
+        except Exception as error:  # noqa: BLE001  any failure to read is damage on disk
+            reason = f"{type(error).__name__}: {error}".splitlines()[0]
+            damaged.append(f"{checkpoint.name} ({reason})")
+            continue
+        if damaged:
+            print(f"warning: skipping unreadable checkpoint(s) {', '.join(damaged)} in "
+                  f"{directory}; resuming from {checkpoint.name}", file=sys.stderr)
+        break
+    else:
+        raise ValueError(
+            f"no intact checkpoint in {directory}: {', '.join(damaged)}; move the folder "
+            "away to start the run over")
+
     # Check the optimizer state first, so that a mismatch leaves the model untouched.
-    state = json.loads((checkpoint / STATE_FILE).read_text())
-    with np.load(checkpoint / OPTIMIZER_FILE) as stored:
-        values = [stored[key] for key in sorted(stored.files)]
     variables = list(optimizer.variables)
     if len(values) != len(variables):
         raise ValueError(

@@ -200,3 +200,39 @@ def test_bad_use_raises_value_error(tmp_path):
         np.testing.assert_array_equal(np.asarray(got.numpy()), want)
     with pytest.raises(ValueError, match="keep"):
         ResumableCheckpoint(tmp_path, keep=0)
+
+
+@pytest.mark.parametrize("damaged_file", ["model.weights.h5", "optimizer.npz", "state.json"])
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, capfd,
+                                                                    damaged_file):
+    x, y = _data()
+    model = _compiled_model()
+    model.fit(x, y, epochs=1, batch_size=4, verbose=0,
+              callbacks=[ResumableCheckpoint(tmp_path, keep=3)])
+    after_one = [np.asarray(v.numpy()) for v in model.weights]
+    model.fit(x, y, epochs=2, initial_epoch=1, batch_size=4, verbose=0,
+              callbacks=[ResumableCheckpoint(tmp_path, keep=3)])
+    newest = tmp_path / "epoch-0002" / damaged_file
+    with open(newest, "r+b") as f:  # what a full disk or an interrupted copy leaves
+        f.truncate(newest.stat().st_size // 2)
+
+    fresh = _compiled_model()
+    assert restore_latest(fresh, tmp_path) == 1
+    for got, want in zip(fresh.weights, after_one):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), want)
+    err = capfd.readouterr().err
+    assert "warning" in err and "epoch-0002" in err and "epoch-0001" in err
+    # Training on rewrites the damaged epoch.
+    fresh.fit(x, y, epochs=2, initial_epoch=1, batch_size=4, verbose=0,
+              callbacks=[ResumableCheckpoint(tmp_path, keep=3)])
+    assert restore_latest(_compiled_model(), tmp_path) == 2
+
+
+def test_no_intact_checkpoint_is_a_one_line_error(tmp_path):
+    x, y = _data()
+    model = _compiled_model()
+    model.fit(x, y, epochs=1, batch_size=4, verbose=0, callbacks=[ResumableCheckpoint(tmp_path)])
+    (tmp_path / "epoch-0001" / "model.weights.h5").write_bytes(b"")
+    with pytest.raises(ValueError, match="no intact checkpoint") as error:
+        restore_latest(_compiled_model(), tmp_path)
+    assert "\n" not in str(error.value)
