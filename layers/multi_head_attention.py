@@ -22,6 +22,11 @@ from layers.attention import (
     fused_attention,
     scaled_dot_product_attention,
 )
+from layers.chunked_attention import (
+    chunked_attention,
+    sliding_window_attention,
+    sliding_window_mask,
+)
 from layers.initializers import clone_initializer
 
 
@@ -49,6 +54,14 @@ class MultiHeadAttention(keras.layers.Layer):
     (rate 0, or not training), attention runs through `keras.ops.dot_product_attention`;
     otherwise through the explicit equation. Both compute logits and softmax in float32.
 
+    Long sequences: `attention_window` makes self-attention local (query i sees keys with
+    |i - j| <= window, plus `global_tokens` leading positions that see and are seen by all;
+    see `sliding_window_attention`), and `attention_block_size` computes exact attention over
+    key blocks (`chunked_attention`); both avoid the `(T, S)` score matrix. They need static
+    lengths; where weights are requested, attention dropout is active, a cache is used or the
+    length is unknown, the explicit equation runs instead with the equivalent dense mask, so
+    the results are the same.
+
     Args:
         num_heads: number of attention heads.
         key_dim: size of each head for queries and keys.
@@ -59,6 +72,11 @@ class MultiHeadAttention(keras.layers.Layer):
         use_fused_attention: allow the fused path (set False to always use the explicit one).
         kernel_initializer: initializer for the projection kernels.
         bias_initializer: initializer for the projection biases.
+        attention_window: if set, local self-attention over this many positions on either
+            side (earlier ones only with a causal mask).
+        global_tokens: with `attention_window`, how many leading positions attend globally.
+        attention_block_size: if set, and no window, exact attention over blocks of this many
+            keys; with a window, the number of queries per block (128 by default).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -95,6 +113,9 @@ class MultiHeadAttention(keras.layers.Layer):
         use_fused_attention: bool = True,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
+        attention_window: int | None = None,
+        global_tokens: int = 0,
+        attention_block_size: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -114,6 +135,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_fused_attention = bool(use_fused_attention)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.attention_window, self.global_tokens, self.attention_block_size = (
+            check_long_sequence_options(attention_window, global_tokens, attention_block_size))
         self.supports_masking = True
         self._dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
@@ -255,11 +278,26 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self.key_dense(key)
             v = self.value_dense(value)
 
+        if self.attention_window is not None and cache is None and None not in (
+                q.shape[1], k.shape[1]) and q.shape[1] != k.shape[1]:
+            raise ValueError(
+                "attention_window needs self-attention with equal query and key lengths; got "
+                f"{q.shape[1]} queries and {k.shape[1]} keys")
+        dropout_active = self.dropout > 0.0 and bool(training)
+        if (cache is None and not return_attention_scores and not dropout_active
+                and self._blocked_attention_applies(q, k)):
+            context = self._blocked_attention(
+                q, k, v, query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
+            return self.output_dense(context)
+
         mask = self._combined_mask(
             q, ops.shape(k)[1], query_mask, value_mask, key_mask, attention_mask,
             use_causal_mask, causal_offset,
         )
-        dropout_active = self.dropout > 0.0 and bool(training)
+        if self.attention_window is not None:
+            mask = _and_mask(mask, ops.expand_dims(sliding_window_mask(
+                ops.shape(q)[1], ops.shape(k)[1], self.attention_window,
+                global_tokens=self.global_tokens, offset=causal_offset), 0))
         if (self.use_fused_attention and not return_attention_scores and not dropout_active
                 and _fused_supported(q.dtype)):
             fused_mask = None if mask is None else ops.expand_dims(mask, 1)
@@ -286,6 +324,46 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    # ------------------------------------------------------------------ long sequences
+    def _blocked_attention_applies(self, q: Any, k: Any) -> bool:
+        """Whether the window or chunked path can run: set, with static lengths."""
+        if self.attention_window is None and self.attention_block_size is None:
+            return False
+        query_length, key_length = q.shape[1], k.shape[1]
+        if query_length is None or key_length is None:
+            return False  # symbolic shapes: the dense equation, same result
+        return True
+
+    def _blocked_attention(self, q: Any, k: Any, v: Any, query_mask: Any, value_mask: Any,
+                           key_mask: Any, attention_mask: Any, causal: bool) -> Any:
+        """Window or chunked attention; `(batch, T, heads, value_dim)` like the fused path."""
+        mask = None  # (batch, 1, T or 1, S): key padding and the explicit mask
+        for padding in (value_mask, key_mask):
+            if padding is not None:
+                mask = _and_mask(mask, ops.expand_dims(ops.cast(padding, "bool"), 1))
+        if attention_mask is not None:
+            attention_mask = ops.convert_to_tensor(attention_mask)
+            check_mask_broadcasts(attention_mask, (q.shape[0], q.shape[1], k.shape[1]))
+            mask = _and_mask(mask, ops.cast(attention_mask, "bool"))
+        if mask is not None:
+            mask = ops.expand_dims(mask, 1) if len(mask.shape) == 3 else mask
+        q, k, v = (ops.transpose(t, (0, 2, 1, 3)) for t in (q, k, v))  # (batch, heads, ., d)
+        if self.attention_window is not None:
+            context = sliding_window_attention(
+                q, k, v, self.attention_window, causal=causal,
+                global_tokens=self.global_tokens, mask=mask,
+                block_size=self.attention_block_size or 128)
+        else:
+            context = chunked_attention(q, k, v, mask=mask, causal=causal,
+                                        block_size=self.attention_block_size)
+        if query_mask is not None:
+            # A padded query's row is fully masked in the dense equation, hence uniform:
+            # the mean of all values.
+            keep = ops.reshape(ops.cast(query_mask, "bool"), (-1, 1, q.shape[2], 1))
+            mean = ops.cast(ops.mean(ops.cast(v, "float32"), axis=2, keepdims=True), v.dtype)
+            context = ops.where(keep, context, mean)
+        return ops.transpose(context, (0, 2, 1, 3))
 
     def compute_mask(self, query: Any, previous_mask: Any = None) -> Any:
         return getattr(query, "_keras_mask", None) if previous_mask is None else previous_mask
@@ -375,9 +453,45 @@ class MultiHeadAttention(keras.layers.Layer):
                 "use_fused_attention": self.use_fused_attention,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_window": self.attention_window,
+                "global_tokens": self.global_tokens,
+                "attention_block_size": self.attention_block_size,
             }
         )
         return config
+
+
+def check_long_sequence_options(attention_window: Any, global_tokens: Any,
+                                attention_block_size: Any) -> tuple[int | None, int, int | None]:
+    """Validates `attention_window`, `global_tokens` and `attention_block_size`.
+
+    Returns:
+        The three as ints (None where unset; `global_tokens` 0 when None).
+
+    Raises:
+        ValueError: naming the bad value.
+    """
+    window = _optional_int("attention_window", attention_window, 0)
+    global_tokens = _optional_int("global_tokens", global_tokens, 0) or 0
+    block_size = _optional_int("attention_block_size", attention_block_size, 1)
+    if global_tokens and window is None:
+        raise ValueError(
+            f"global_tokens needs attention_window; got global_tokens={global_tokens} with "
+            "attention_window=None")
+    return window, global_tokens, block_size
+
+
+def _optional_int(name: str, value: Any, minimum: int) -> int | None:
+    """`value` as an int >= minimum (None stays None), or a ValueError naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be None or an int >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _and_mask(a: Any | None, b: Any) -> Any:
+    return b if a is None else ops.logical_and(a, b)
 
 
 def _fused_supported(dtype: Any) -> bool:

@@ -23,7 +23,8 @@ class TransformerDecoderBlock(TransformerBlock):
     returns `(outputs, self_attention_cache, cross_attention_cache)`, and one token at a time
     gives the same outputs as the full causal pass.
 
-    Arguments: as `TransformerEncoderBlock`.
+    Arguments: as `TransformerEncoderBlock`. `attention_window` and `global_tokens` apply to
+    the (causal) self-attention; `attention_block_size` without a window to both attentions.
 
     Call arguments:
         decoder_sequence: `(batch, T, d_model)` target-side inputs.
@@ -62,7 +63,8 @@ class TransformerDecoderBlock(TransformerBlock):
                     f"encoder_sequence has feature size {encoder_sequence_shape[-1]} but the "
                     f"decoder sequence has {d_model}; they must match"
                 )
-            self.cross_attention = self._attention(d_model, "cross_attention")
+            self.cross_attention = self._attention(
+                d_model, "cross_attention", self_attention=False)
             self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
             self.cross_attention_norm = self._norm("cross_attention_norm")
             self.cross_attention_norm.build(decoder_sequence_shape)

@@ -8,7 +8,7 @@ import keras
 
 from layers.feed_forward import FeedForward
 from layers.initializers import clone_initializer
-from layers.multi_head_attention import MultiHeadAttention
+from layers.multi_head_attention import MultiHeadAttention, check_long_sequence_options
 
 
 def head_size(d_model: int, num_heads: int, key_dim: int | None) -> int:
@@ -45,6 +45,9 @@ class TransformerBlock(keras.layers.Layer):
         use_fused_attention: bool = True,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
+        attention_window: int | None = None,
+        global_tokens: int = 0,
+        attention_block_size: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -59,13 +62,17 @@ class TransformerBlock(keras.layers.Layer):
         self.use_fused_attention = bool(use_fused_attention)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.attention_window, self.global_tokens, self.attention_block_size = (
+            check_long_sequence_options(attention_window, global_tokens, attention_block_size))
         self.supports_masking = True
 
     def _norm(self, name: str) -> keras.layers.LayerNormalization:
         return keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
-    def _attention(self, d_model: int, name: str) -> MultiHeadAttention:
+    def _attention(self, d_model: int, name: str, self_attention: bool = True
+                   ) -> MultiHeadAttention:
+        # The window is about positions within one sequence: self-attention only.
         return MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=head_size(d_model, self.num_heads, self.key_dim),
@@ -73,6 +80,11 @@ class TransformerBlock(keras.layers.Layer):
             use_fused_attention=self.use_fused_attention,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            attention_window=self.attention_window if self_attention else None,
+            global_tokens=self.global_tokens if self_attention else 0,
+            attention_block_size=(
+                self.attention_block_size
+                if self_attention or self.attention_window is None else None),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -114,6 +126,9 @@ class TransformerBlock(keras.layers.Layer):
             "use_fused_attention": self.use_fused_attention,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "attention_window": self.attention_window,
+            "global_tokens": self.global_tokens,
+            "attention_block_size": self.attention_block_size,
         })
         return config
 
@@ -138,6 +153,12 @@ class TransformerEncoderBlock(TransformerBlock):
         use_fused_attention: allow `keras.ops.dot_product_attention`.
         kernel_initializer: initializer of every kernel.
         bias_initializer: initializer of every bias.
+        attention_window: if set, self-attention is local: each position sees this many
+            positions on either side (see `MultiHeadAttention`).
+        global_tokens: with `attention_window`, leading positions that attend globally (a
+            class token, say).
+        attention_block_size: exact attention over blocks of this many keys (without a
+            window), or queries per block of the window.
         **kwargs: base layer arguments.
 
     Call arguments:
