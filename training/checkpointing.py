@@ -18,7 +18,9 @@ Each checkpoint is a folder `epoch-NNNN/` holding
 - `state.json`: the number of completed epochs and that epoch's logs.
 
 A checkpoint folder is written under a temporary name and renamed when complete, so a crash
-while writing leaves the previous checkpoint intact and never a half-written one.
+while writing leaves the previous checkpoint intact and never a half-written one. The final
+files of a run go through `write_atomically` in the same way, and `prepare_run_folder`
+keeps a run from overwriting a finished run or files it did not write.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import keras
 import numpy as np
@@ -71,6 +73,78 @@ def _plain(value: Any) -> Any:
         return float(np.asarray(value))
     except (TypeError, ValueError):
         return str(value)
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
+    """Writes a file so that `path` holds either its old content or the complete new one.
+
+    `write(temporary)` writes a temporary file beside `path` (same folder, hence the same
+    file system; same suffix, as `model.save` wants `.keras`); it is flushed to disk and
+    renamed onto `path`. A crash at any point leaves at worst a hidden temporary file.
+
+    Example:
+        >>> write_atomically("run/model.keras", model.save)
+        >>> write_atomically("run/metrics.json", lambda p: p.write_text(text))
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        write(temporary)
+        _fsync(temporary)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    _fsync(path.parent)
+    return path
+
+
+FINAL_FILES = ("model.keras", "metrics.json")
+
+
+def prepare_run_folder(folder: str | os.PathLike, written: Iterable[str],
+                       force: bool = False) -> None:
+    """Makes sure a training run may write into `folder`, before it writes anything.
+
+    - A new folder, or an unfinished run (checkpoints but no final files): fine; the run
+      starts, or resumes from its last checkpoint.
+    - A finished run (`model.keras` or `metrics.json` present): refused unless `force`. With
+      `force` the run continues from the finished run's checkpoints (so a larger epoch count
+      trains further) and replaces its final files, atomically, when it ends. To start over,
+      give another folder.
+    - Files the run does not write (neither in `written` nor hidden): refused unless
+      `force`; with it they stay beside the run, untouched.
+
+    Args:
+        folder: the run's output folder (it may not exist yet).
+        written: the names the run writes at the top of `folder` (final files included).
+        force: write into the folder anyway (the `--force` flag of `zoo train`).
+
+    Raises:
+        FileExistsError: a finished run or foreign files without `force`, or `folder` is a
+            file; one line that names the folder and the files.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        if folder.exists():
+            raise FileExistsError(f"the output {folder} is a file, not a folder")
+        return
+    if force:
+        return
+    written = set(written) | set(FINAL_FILES)
+    entries = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    finished = [name for name in FINAL_FILES if name in entries]
+    if finished:
+        raise FileExistsError(
+            f"{folder} holds a finished run ({', '.join(finished)}); choose another "
+            "--output, or pass --force to continue it and replace its final model")
+    foreign = [name for name in entries if name not in written]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
+                                          if len(foreign) > 5 else "")
+        raise FileExistsError(
+            f"{folder} holds files this run does not write ({shown}); choose an empty or "
+            "new --output, or pass --force to write beside them")
 
 
 class ResumableCheckpoint(keras.callbacks.Callback):

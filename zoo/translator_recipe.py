@@ -9,6 +9,10 @@ tokenizer and continues from the last epoch checkpoint.
     out/logs/                 TensorBoard
     out/model.keras           the final model (tokenizer inside)
     out/metrics.json          the settings, per-epoch validation BLEU, the final figures
+
+The final `model.keras` and `metrics.json` are written atomically (a temporary file renamed
+into place). A folder that holds a finished run, or files the run did not write, is refused
+unless `force` is set (see `training.checkpointing.prepare_run_folder`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ from typing import Any
 import keras
 import numpy as np
 
-from training.checkpointing import ResumableCheckpoint, restore_latest
+from training.checkpointing import (
+    ResumableCheckpoint,
+    prepare_run_folder,
+    restore_latest,
+    write_atomically,
+)
 from training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from training.optimizers import transformer_adam
 from training.precision import set_precision
@@ -32,6 +41,10 @@ from training.translation_metrics import TranslationMetricsCallback, corpus_scor
 from zoo.registry import load
 from zoo.tokenizer import SubwordTokenizer
 from zoo.translator import Translator
+
+
+# What a run writes at the top of its output folder.
+RUN_FILES = ("tokenizer.model", "checkpoints", "logs", "model.keras", "metrics.json")
 
 
 @dataclasses.dataclass
@@ -45,6 +58,12 @@ class TranslatorRecipe:
     With `model` (a shipped name or a `.keras` path) the run continues training that
     translator on the new pairs, with its own tokenizer and architecture (`preset`,
     `vocabulary_size` and `dropout` are then ignored).
+
+    An `output` folder with checkpoints but no final model resumes. One that holds a finished
+    run (`model.keras`, `metrics.json`) or files the run does not write is refused unless
+    `force`: a finished run then continues from its checkpoints (a larger `epochs` trains
+    further) and its final files are replaced at the end; foreign files stay untouched. To
+    start over, give another `output`.
     """
 
     output: str = "runs/translator"
@@ -75,6 +94,7 @@ class TranslatorRecipe:
     alpha: float = 0.6
     evaluate_every: int = 1
     seed: int = 0
+    force: bool = False
 
 
 @dataclasses.dataclass
@@ -158,6 +178,7 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
 def train_translator(recipe: TranslatorRecipe) -> dict:
     """Trains (or resumes) a translator; returns the metrics written to metrics.json."""
     out = Path(recipe.output)
+    prepare_run_folder(out, RUN_FILES, force=recipe.force)
     out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(recipe.seed)
     set_precision(recipe.precision)
@@ -209,7 +230,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
                         callbacks=callbacks, verbose=2)
     seconds = time.time() - started
 
-    model.save(out / "model.keras")
+    write_atomically(out / "model.keras", model.save)
     if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:
         final = {"bleu": bleu.history[-1]["bleu"], "chrf": bleu.history[-1]["chrf"]}
     else:  # the last epoch was not evaluated (or there was nothing left to train)
@@ -229,7 +250,8 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     }
     if before is not None:
         metrics["validation_before"] = before
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_atomically(out / "metrics.json",
+                     lambda path: path.write_text(json.dumps(metrics, indent=2)))
     return metrics
 
 

@@ -9,6 +9,11 @@ writes into its output folder and continues from its last checkpoint when starte
     out/logs/          TensorBoard
     out/model.keras    the final model (class names inside)
     out/metrics.json   settings, per-epoch accuracy, final validation top-1 and top-5
+    out/data/          a `--data` archive, extracted (classes are read from its tree only)
+
+The final `model.keras` and `metrics.json` are written atomically (a temporary file renamed
+into place). A folder that holds a finished run, or files the run did not write, is refused
+unless `force` is set (see `training.checkpointing.prepare_run_folder`).
 """
 
 from __future__ import annotations
@@ -16,15 +21,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import tarfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import keras
 import numpy as np
 
 from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
-from training.checkpointing import ResumableCheckpoint, restore_latest
+from training.checkpointing import (
+    ResumableCheckpoint,
+    prepare_run_folder,
+    restore_latest,
+    write_atomically,
+)
 from training.idx_data import (
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_DIR,
@@ -46,6 +58,11 @@ from zoo.registry import load
 from zoo.vit import VisionTransformer
 
 
+# What a run writes at the top of its output folder.
+RUN_FILES = ("checkpoints", "logs", "data", "model.keras", "metrics.json")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+
+
 @dataclasses.dataclass
 class ViTRecipe:
     """Settings of a ViT training run (each is a `zoo train vit` flag).
@@ -59,6 +76,12 @@ class ViTRecipe:
     embeddings are interpolated when `image_size` differs, the embeddings and the first
     `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
     learning rates.
+
+    An `output` folder with checkpoints but no final model resumes. One that holds a finished
+    run (`model.keras`, `metrics.json`) or files the run does not write is refused unless
+    `force`: a finished run then continues from its checkpoints (a larger `epochs` trains
+    further) and its final files are replaced at the end; foreign files stay untouched. To
+    start over, give another `output`.
     """
 
     output: str = "runs/vit"
@@ -83,6 +106,7 @@ class ViTRecipe:
     rand_augment: bool = True
     mix: str = "none"
     seed: int = 0
+    force: bool = False
 
 
 @dataclasses.dataclass
@@ -113,13 +137,46 @@ def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
             rows = rows_per_class(labels, len(names), recipe.limit_per_class, recipe.seed)
             images, labels = images[rows], labels[rows]
         return images, labels, names
-    if folder.name.endswith((".tar.gz", ".tgz", ".tar")):
-        folder = extract_archive(folder, Path(recipe.output) / "data")
-        entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
-        if len(entries) == 1 and entries[0].is_dir():
-            folder = entries[0]  # e.g. the archive's single train/ folder
+    if folder.name.endswith(ARCHIVE_SUFFIXES):
+        folder = extracted_class_folder(folder, Path(recipe.output) / "data")
     return load_image_folder_numpy(folder, image_size=recipe.image_size,
                                    limit_per_class=recipe.limit_per_class, seed=recipe.seed)
+
+
+def extracted_class_folder(archive: str | os.PathLike, data: str | os.PathLike) -> Path:
+    """Extracts `archive` into `data` and returns the folder of its class folders.
+
+    The class folders are the archive's own, found from its member list, never from a
+    listing of `data`: its single top folder when it has one (e.g. `data/train/`), else its
+    top level. Anything else under `data` is never read as a class; a folder inside the
+    archive's class root that the archive does not hold (left by an earlier extraction of
+    another archive, or put there by hand) is refused rather than read as a class.
+
+    Raises:
+        ValueError: the archive is unreadable or unsafe (see `extract_archive`), or the
+            extracted tree holds folders the archive does not.
+    """
+    archive = Path(archive)
+    tree = Path(extract_archive(archive, data))
+    try:
+        with tarfile.open(archive, "r:*") as opened:
+            members = [PurePosixPath(m.name) for m in opened]
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise ValueError(f"cannot read archive {archive}: {error}") from error
+    parts = [tuple(p for p in m.parts if p not in ("", ".")) for m in members]
+    parts = [p for p in parts if p]
+    tops = {p[0] for p in parts}
+    root, depth = tree, 0
+    if len(tops) == 1 and any(len(p) > 1 for p in parts):
+        root, depth = tree / next(iter(tops)), 1  # e.g. the archive's single train/ folder
+    expected = {p[depth] for p in parts if len(p) > depth}
+    found = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    stray = sorted(found - expected)
+    if stray:
+        raise ValueError(
+            f"{root} holds folders that archive {archive.name} does not ({', '.join(stray)}); "
+            "remove them, or train into another --output")
+    return root
 
 
 class AugmentedBatches(keras.utils.PyDataset):
@@ -200,6 +257,7 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
 def train_vit(recipe: ViTRecipe) -> dict:
     """Trains (or resumes) a ViT; returns the metrics written to metrics.json."""
     out = Path(recipe.output)
+    prepare_run_folder(out, RUN_FILES, force=recipe.force)
     out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(recipe.seed)
     set_precision(recipe.precision)
@@ -235,7 +293,7 @@ def train_vit(recipe: ViTRecipe) -> dict:
                         validation_data=validation, validation_batch_size=256,
                         callbacks=callbacks, verbose=2)
     seconds = time.time() - started
-    model.save(out / "model.keras")
+    write_atomically(out / "model.keras", model.save)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
     metrics = {
         "recipe": dataclasses.asdict(recipe),
@@ -252,7 +310,8 @@ def train_vit(recipe: ViTRecipe) -> dict:
     }
     if before is not None:
         metrics["validation_before"] = {"top1": before["top1"], "top5": before["top5"]}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_atomically(out / "metrics.json",
+                     lambda path: path.write_text(json.dumps(metrics, indent=2)))
     return metrics
 
 

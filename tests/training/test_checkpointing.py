@@ -236,3 +236,72 @@ def test_no_intact_checkpoint_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="no intact checkpoint") as error:
         restore_latest(_compiled_model(), tmp_path)
     assert "\n" not in str(error.value)
+
+
+# ---------------------------------------------------------------------- final files of a run
+def test_write_atomically_keeps_the_old_file_when_the_write_fails(tmp_path):
+    from training.checkpointing import write_atomically
+
+    target = tmp_path / "model.keras"
+    target.write_bytes(b"the finished model")
+
+    def crash(path):
+        path.write_bytes(b"half")
+        raise KeyboardInterrupt  # what a kill during the final save amounts to
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(target, crash)
+    assert target.read_bytes() == b"the finished model"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
+    written = write_atomically(target, lambda path: path.write_bytes(b"new"))
+    assert written == target and target.read_bytes() == b"new"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
+
+
+def test_write_atomically_saves_a_keras_model(tmp_path):
+    from training.checkpointing import write_atomically
+
+    model = _compiled_model()
+    write_atomically(tmp_path / "model.keras", model.save)
+    loaded = keras.saving.load_model(tmp_path / "model.keras", compile=False)
+    np.testing.assert_array_equal(loaded.weights[0].numpy(), model.weights[0].numpy())
+
+
+RUN = ("checkpoints", "logs", "tokenizer.model", "model.keras", "metrics.json")
+
+
+@pytest.mark.parametrize("present, message", [
+    (["model.keras"], "finished run"),
+    (["checkpoints/", "metrics.json"], "finished run"),
+    (["notes.txt"], "does not write \\(notes.txt\\)"),
+    (["data/"], "does not write \\(data\\)"),
+])
+def test_prepare_run_folder_refuses_finished_runs_and_foreign_files(tmp_path, present,
+                                                                    message):
+    from training.checkpointing import prepare_run_folder
+
+    for name in present:
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text("x")
+    with pytest.raises(FileExistsError, match=message) as error:
+        prepare_run_folder(tmp_path, RUN)
+    assert "\n" not in str(error.value) and str(tmp_path) in str(error.value)
+    prepare_run_folder(tmp_path, RUN, force=True)  # allowed, and nothing is touched
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n.rstrip("/") for n in present)
+
+
+def test_prepare_run_folder_lets_new_and_unfinished_runs_through(tmp_path):
+    from training.checkpointing import prepare_run_folder
+
+    prepare_run_folder(tmp_path / "new", RUN)
+    prepare_run_folder(tmp_path, RUN)  # empty
+    (tmp_path / "checkpoints" / "epoch-0001").mkdir(parents=True)
+    (tmp_path / "tokenizer.model").write_text("x")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / ".model.tmp-123.keras").write_text("left by a killed final save")
+    prepare_run_folder(tmp_path, RUN)  # an interrupted run resumes without force
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError, match="is a file"):
+        prepare_run_folder(tmp_path / "file", RUN, force=True)
