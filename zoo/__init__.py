@@ -3,14 +3,49 @@
     import zoo
     translator = zoo.load("translator-multi30k-en-de")
     translator.translate(["A man is riding a bicycle."])
+
+`import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
+so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
 """
 
+from __future__ import annotations
+
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
-# Quiet TensorFlow's C++ start-up logging for the `zoo` command and library users alike
-# (set before Keras imports TensorFlow; an explicit setting wins).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Quiet TensorFlow's C++ logging for library users and the `zoo` command alike (set before
+# Keras imports TensorFlow; an explicit setting, or ZOO_LOG=debug, wins).
+if os.environ.get("ZOO_LOG", "").strip().lower() != "debug":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from zoo.registry import list_models, load, load_weights  # noqa: E402
+# Public name -> the module that defines it; imported on first access (PEP 562).
+_LAZY = {
+    "list_models": "zoo.registry",
+    "load": "zoo.registry",
+    "load_weights": "zoo.registry",
+}
 
 __all__ = ["list_models", "load", "load_weights"]
+
+if TYPE_CHECKING:
+    from zoo.registry import list_models, load, load_weights  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    """The lazily imported public names (`zoo.load`, ...) and submodules (`zoo.registry`)."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":
+                raise  # the submodule exists but needs a package that is missing
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

