@@ -13,11 +13,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from layers.validation import positive_int
 
-def _check_positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{what} must be a positive int; got {value!r}")
-    return value
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -49,8 +46,8 @@ class PatchEmbedding(keras.layers.Layer):
 
     def __init__(self, patch_size: int, hidden_dim: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.patch_size = _check_positive_int(patch_size, "patch_size")
-        self.hidden_dim = _check_positive_int(hidden_dim, "hidden_dim")
+        self.patch_size = positive_int(patch_size, "patch_size")
+        self.hidden_dim = positive_int(hidden_dim, "hidden_dim")
 
     def grid_size(self, image_size: int | tuple[int, int]) -> tuple[int, int]:
         """The `(rows, cols)` patch grid of an image of the given size.

@@ -16,18 +16,15 @@ from typing import Any
 import keras
 from keras import ops
 
+from layers.validation import is_int, positive_int
+
 _RESIZE_METHODS = ("nearest", "bilinear", "bicubic", "lanczos3", "lanczos5")
 
-
-def _check_positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{what} must be a positive int; got {value!r}")
-    return value
 
 
 def _check_grid(grid: Any, what: str) -> tuple[int, int]:
     if not isinstance(grid, (tuple, list)) or len(grid) != 2 or not all(
-        isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in grid
+        is_int(g) and g > 0 for g in grid
     ):
         raise ValueError(f"{what} must be a pair of positive ints (rows, cols); got {grid!r}")
     return int(grid[0]), int(grid[1])
@@ -70,7 +67,7 @@ def interpolate_position_embedding(table: Any, new_length: int) -> Any:
     >>> [round(float(v), 2) for v in interpolate_position_embedding(table, 4)[:, 0]]
     [0.0, 0.25, 0.75, 1.0]
     """
-    new_length = _check_positive_int(new_length, "new_length")
+    new_length = positive_int(new_length, "new_length")
     table, batched = _as_table(table)
     dim = table.shape[-1]
     # A (1, length, 1, dim) image resized along its height only.
@@ -180,7 +177,7 @@ class PositionEmbedding(keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.sequence_length = _check_positive_int(sequence_length, "sequence_length")
+        self.sequence_length = positive_int(sequence_length, "sequence_length")
         if initializer is None:
             initializer = keras.initializers.TruncatedNormal(stddev=0.02)
         self.initializer = keras.initializers.get(initializer)

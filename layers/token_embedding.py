@@ -15,11 +15,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from layers.validation import positive_int
 
-def _check_positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{what} must be a positive int; got {value!r}")
-    return value
 
 
 def _is_integer(x: Any) -> bool:
@@ -89,8 +86,8 @@ class TokenEmbedding(keras.layers.Layer):
         # (autocast=False) nor its variable (added with autocast=False) to the compute dtype.
         kwargs.pop("autocast", None)
         super().__init__(autocast=False, **kwargs)
-        self.vocabulary_size = _check_positive_int(vocabulary_size, "vocabulary_size")
-        self.embedding_dim = _check_positive_int(embedding_dim, "embedding_dim")
+        self.vocabulary_size = positive_int(vocabulary_size, "vocabulary_size")
+        self.embedding_dim = positive_int(embedding_dim, "embedding_dim")
         self.scale = bool(scale)
         self.mask_zero = bool(mask_zero)
         if embeddings_initializer is None:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from layers.validation import positive_int
 from training.archives import extract_archive
 from training.image_files import (
     IMAGE_EXTENSIONS,
@@ -34,11 +35,6 @@ __all__ = [
     "train_validation_split",
 ]
 
-
-def _positive_int(value, name: str) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; received {value!r}")
-    return int(value)
 
 
 def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,
@@ -86,7 +82,7 @@ def load_image_folder_numpy(
     """
     size = None if image_size is None else as_image_size(image_size)
     if limit_per_class is not None:
-        limit_per_class = _positive_int(limit_per_class, "limit_per_class")
+        limit_per_class = positive_int(limit_per_class, "limit_per_class")
     paths, labels, class_names = scan_image_folder(directory)
     if limit_per_class is not None:
         keep = rows_per_class(labels, len(class_names), limit_per_class, seed)
@@ -130,7 +126,7 @@ def train_validation_split(
         >>> len(train), len(val)
         (45000, 5000)
     """
-    n = _positive_int(n, "n")
+    n = positive_int(n, "n")
     if isinstance(validation_size, (float, np.floating)):
         if not 0.0 < validation_size < 1.0:
             raise ValueError(
@@ -207,7 +203,7 @@ def image_folder_tf_dataset(
         The validation dataset is never shuffled.
     """
     size = as_image_size(image_size)
-    batch_size = _positive_int(batch_size, "batch_size")
+    batch_size = positive_int(batch_size, "batch_size")
     if (validation_split is None) != (subset is None):
         raise ValueError(
             "validation_split and subset go together: pass both (subset='training', "
@@ -295,7 +291,7 @@ def tfds_image_dataset(
     if not isinstance(split, str) or not split.strip():
         raise ValueError(f"split must be a TFDS split such as 'train'; received {split!r}")
     height, width = as_image_size(image_size)
-    batch_size = _positive_int(batch_size, "batch_size")
+    batch_size = positive_int(batch_size, "batch_size")
     try:
         import tensorflow as tf
         import tensorflow_datasets as tfds

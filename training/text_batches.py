@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 import keras
 import numpy as np
 
+from layers.validation import positive_int
 IdSequences = Sequence[Sequence[int]]
 
 
@@ -296,9 +297,8 @@ def _check_examples(
         )
     if len(source_ids) == 0:
         raise ValueError("no examples: source_ids and target_ids are empty")
-    for name, value in [("batch_size", batch_size), ("bucket_width", bucket_width)]:
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    positive_int(batch_size, "batch_size")
+    positive_int(bucket_width, "bucket_width")
 
 
 def _bucket_keys(source_ids: IdSequences, target_ids: IdSequences, width: int) -> np.ndarray:

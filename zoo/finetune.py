@@ -76,6 +76,8 @@ def encoder_groups(model: VisionTransformer) -> list[list[keras.layers.Layer]]:
     """
     model = _require_vit(model)
     embeddings = [model.patch_embedding, model.position_embedding]
+    if model.stem is not None:
+        embeddings.append(model.stem)
     if model.class_token is not None:
         embeddings.append(model.class_token)
     top = [model.encoder_norm, model.head]

@@ -24,6 +24,7 @@ from keras import ops
 
 from layers.position_embedding import PositionEmbedding
 from layers.token_embedding import TokenEmbedding
+from layers.validation import positive_int
 from layers.transformer_encoder import TransformerEncoderBlock
 
 # Smallest token count and vector norm divided by, as in sentence-transformers' mean pooling
@@ -32,11 +33,6 @@ _MIN_TOKEN_COUNT = 1e-9
 _MIN_NORM = 1e-12
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 
-
-def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be a positive int; got {value!r}")
-    return int(value)
 
 
 def read_vocabulary(vocabulary: str | Path | Sequence[str]) -> list[str]:
@@ -98,7 +94,7 @@ class SentenceTokenizer:
     def __init__(self, vocabulary: str | Path | Sequence[str], max_length: int = 256,
                  lowercase: bool = True) -> None:
         self.vocabulary = read_vocabulary(vocabulary)
-        self.max_length = _positive_int(max_length, "max_length")
+        self.max_length = positive_int(max_length, "max_length")
         if self.max_length < 2:
             raise ValueError(f"max_length must leave room for [CLS] and [SEP]; got {max_length}")
         self.lowercase = bool(lowercase)
@@ -203,9 +199,13 @@ class SentenceEncoder(keras.Model):
         super().__init__(**kwargs)
         if max_length is None:
             max_length = max_positions
-        for what in ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
-                     "intermediate_dim", "max_positions", "type_vocabulary_size", "max_length"):
-            _positive_int(locals()[what], what)
+        for what, value in (("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
+                            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
+                            ("intermediate_dim", intermediate_dim),
+                            ("max_positions", max_positions),
+                            ("type_vocabulary_size", type_vocabulary_size),
+                            ("max_length", max_length)):
+            positive_int(value, what)
         if hidden_dim % num_heads:
             raise ValueError(
                 f"hidden_dim {hidden_dim} is not divisible by num_heads {num_heads}")
@@ -349,7 +349,7 @@ class SentenceEncoder(keras.Model):
         Raises:
             ValueError: without a vocabulary, for a non-string text, or a bad `batch_size`.
         """
-        batch_size = _positive_int(batch_size, "batch_size")
+        batch_size = positive_int(batch_size, "batch_size")
         tokenizer = self.tokenizer
         if isinstance(texts, str):
             raise ValueError(f"texts must be a list of strings, not one string: {texts!r}")

@@ -23,9 +23,11 @@ import numpy as np
 from keras import ops
 
 from layers.class_token import ClassToken
+from layers.convolutional_stem import ConvolutionalStem
 from layers.patch_embedding import PatchEmbedding
 from layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
 from layers.transformer_encoder import TransformerEncoderBlock
+from layers.validation import image_size_pair, is_int, positive_int
 from zoo.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.image_batch import as_image_batch
 from zoo.vit_presets import VIT_PRESETS, vit_preset_config
@@ -33,19 +35,8 @@ from zoo.vit_presets import VIT_PRESETS, vit_preset_config
 POOLINGS = ("cls", "gap")
 
 
-def _image_size_pair(image_size: Any) -> tuple[int, int]:
-    if isinstance(image_size, int) and not isinstance(image_size, bool):
-        image_size = (image_size, image_size)
-    if (not isinstance(image_size, (tuple, list)) or len(image_size) != 2 or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in image_size)):
-        raise ValueError(
-            f"image_size must be a positive int or a pair (height, width); got {image_size!r}")
-    return int(image_size[0]), int(image_size[1])
-
-
 def _is_index(value: Any, size: int) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and (
-        0 <= value < size)
+    return is_int(value) and 0 <= value < size
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -76,6 +67,12 @@ class VisionTransformer(keras.Model):
         pruned_heads: `{block_index: [head, ...]}` of heads removed by `prune_heads`, in the
             original head numbering (written by `prune_heads`; kept so that a pruned model
             saves and loads).
+        stem_filters: the hybrid ViT of the paper's section 3.1: channels of stride-2 3 x 3
+            convolutions (batch norm, ReLU) that run before the patch embedding (Xiao et al.,
+            2021). `patch_size` stays the patch side in image pixels, so the token grid is
+            the same; the patch embedding cuts the stem's feature map into
+            `patch_size / 2 ** len(stem_filters)` squares (1 x 1 when they are equal).
+            None (the default) for the plain ViT.
         **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
 
     Call arguments:
@@ -115,18 +112,19 @@ class VisionTransformer(keras.Model):
         include_rescaling: bool = True,
         num_channels: int = 3,
         pruned_heads: Mapping[int | str, Sequence[int]] | None = None,
+        stem_filters: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        height, width = _image_size_pair(image_size)
+        height, width = image_size_pair(image_size)
         # As given: an int for square images (what most callers pass on), else a pair.
         self.image_size = image_size if isinstance(image_size, int) else (height, width)
         self.image_shape = (height, width, num_channels)
-        for what in ("patch_size", "num_classes", "hidden_dim", "num_layers", "num_heads",
-                     "intermediate_dim", "num_channels"):
-            value = locals()[what]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{what} must be a positive int; got {value!r}")
+        for what, value in (("patch_size", patch_size), ("num_classes", num_classes),
+                            ("hidden_dim", hidden_dim), ("num_layers", num_layers),
+                            ("num_heads", num_heads), ("intermediate_dim", intermediate_dim),
+                            ("num_channels", num_channels)):
+            positive_int(value, what)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
         if class_names is not None and len(class_names) != num_classes:
@@ -158,9 +156,21 @@ class VisionTransformer(keras.Model):
         self.rescaling = keras.layers.Rescaling(
             scale=1.0 / 127.5, offset=-1.0, dtype="float32", name="rescaling")
         policy = self.dtype_policy
+        self.stem = self.stem_filters = None
+        map_patch = patch_size
+        if stem_filters is not None:
+            self.stem = ConvolutionalStem(stem_filters, dtype=policy, name="stem")
+            self.stem_filters = list(self.stem.filters)
+            if patch_size % self.stem.stride:
+                raise ValueError(
+                    f"patch_size {patch_size} is not a multiple of the stem's stride "
+                    f"{self.stem.stride} (2 ** len(stem_filters), stem_filters "
+                    f"{self.stem_filters})")
+            map_patch = patch_size // self.stem.stride
         self.patch_embedding = PatchEmbedding(
-            patch_size, hidden_dim, dtype=policy, name="patch_embedding")
-        self.grid_size = self.patch_embedding.grid_size((height, width))  # (rows, cols)
+            map_patch, hidden_dim, dtype=policy, name="patch_embedding")
+        # The grid in image pixels; PatchEmbedding checks that the sides divide.
+        self.grid_size = PatchEmbedding(patch_size, hidden_dim).grid_size((height, width))
         self.class_token = None  # "gap" pooling has no class token (as in big_vision)
         if self.num_prefix_tokens:
             self.class_token = ClassToken(dtype=policy, name="class_token")
@@ -195,6 +205,9 @@ class VisionTransformer(keras.Model):
         image = (None, *self.image_shape)
         self.resizing.build((None, None, None, self.num_channels))
         self.rescaling.build(image)
+        if self.stem is not None:
+            self.stem.build(image)
+            image = self.stem.compute_output_shape(image)
         self.patch_embedding.build(image)
         if self.num_prefix_tokens:
             self.class_token.build((None, tokens - 1, self.hidden_dim))
@@ -225,7 +238,10 @@ class VisionTransformer(keras.Model):
     def _forward(self, images: Any, training: bool | None = None,
                  return_attention_scores: bool = False) -> tuple[Any, list]:
         """Logits, and each block's `(batch, heads, tokens, tokens)` weights when asked."""
-        x = self.patch_embedding(self._preprocess(images))  # (batch, patches, hidden)
+        x = self._preprocess(images)
+        if self.stem is not None:
+            x = self.stem(x, training=training)  # (batch, height / 2**k, width / 2**k, c)
+        x = self.patch_embedding(x)  # (batch, patches, hidden)
         if self.num_prefix_tokens:
             x = self.class_token(x)  # (batch, 1 + patches, hidden)
         x = x + self.position_embedding(x)
@@ -274,8 +290,7 @@ class VisionTransformer(keras.Model):
         >>> len(model.classify(np.zeros((32, 32, 3), "uint8"), top_k=3)[0])
         3
         """
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be a positive int; got {top_k!r}")
+        positive_int(top_k, "top_k")
         batch = as_image_batch(images, self.num_channels)
         logits = np.asarray(self.predict(batch, batch_size=batch_size, verbose=0), "float64")
         probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
@@ -341,7 +356,7 @@ class VisionTransformer(keras.Model):
         Returns:
             A new `VisionTransformer` (not compiled).
         """
-        _image_size_pair(image_size)  # checks it
+        image_size_pair(image_size)  # checks it
         model = type(self).from_config({**self.get_config(), "image_size": image_size})
         old_table = self.position_embedding.position_embeddings
         for old, new in zip(self.weights, model.weights):
@@ -454,5 +469,6 @@ class VisionTransformer(keras.Model):
             "include_rescaling": self.include_rescaling,
             "num_channels": self.num_channels,
             "pruned_heads": {b: list(h) for b, h in self.pruned_heads.items()},
+            "stem_filters": self.stem_filters,
         })
         return config

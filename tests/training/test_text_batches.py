@@ -140,7 +140,7 @@ def test_numpy_batches_drop_remainder_and_errors(id_pairs):
         make_numpy_batches(sources, targets[:3], batch_size=32)
     with pytest.raises(ValueError, match="no examples"):
         make_numpy_batches([], [], batch_size=32)
-    with pytest.raises(ValueError, match="batch_size must be a positive int, got 0"):
+    with pytest.raises(ValueError, match="batch_size must be a positive int; got 0"):
         make_numpy_batches(sources, targets, batch_size=0)
 
 

@@ -441,3 +441,59 @@ def test_mixed_precision_fit_step_and_float32_logits(policy):
     assert not np.allclose(numpy(model.head.kernel), before)
     maps = model.attention_maps(images(1))
     np.testing.assert_allclose(maps[0].sum(axis=-1), 1.0, atol=1e-2)
+
+
+# --- the hybrid ViT (convolutional stem) ----------------------------------------------------
+
+
+def test_hybrid_keeps_the_token_grid_and_embeds_the_stem_map_one_by_one():
+    model = tiny(stem_filters=[8, 12])
+    plain = tiny()
+    assert model.grid_size == plain.grid_size == (4, 4)
+    assert model.patch_embedding.patch_size == 1
+    x = images(2)
+    # 1 x 1 patches of the stem's (batch, 4, 4, 12) map: a matrix product per position.
+    features = numpy(model.stem(model._preprocess(x), training=False)).reshape(2, 16, 12)
+    projection = model.patch_embedding.projection
+    kernel = numpy(projection.kernel).reshape(12, 16)
+    expected = features @ kernel + numpy(projection.bias)
+    got = numpy(model.patch_embedding(model.stem(model._preprocess(x), training=False)))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert model(x).shape == (2, 5)
+
+
+def test_hybrid_config_save_and_load(tmp_path):
+    model = tiny(stem_filters=[8])
+    config = model.get_config()
+    assert config["stem_filters"] == [8]
+    assert VisionTransformer.from_config(config).get_config() == config
+    path = tmp_path / "hybrid.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    x = images(2)
+    np.testing.assert_allclose(numpy(loaded(x)), numpy(model(x)), atol=1e-6)
+
+
+def test_hybrid_stem_stride_must_divide_the_patch():
+    with pytest.raises(ValueError, match="patch_size 4 is not a multiple of the stem's stride 8"):
+        tiny(stem_filters=[4, 4, 4])
+
+
+def test_hybrid_moves_to_a_larger_image_size_and_freezes_its_stem():
+    from zoo.finetune import freeze_blocks
+
+    model = tiny(stem_filters=[8, 8])
+    larger = model.with_image_size(32)
+    assert larger.grid_size == (8, 8)
+    assert larger(images(1, size=32)).shape == (1, 5)
+    freeze_blocks(model, 1)
+    assert not model.stem.trainable and model.encoder_blocks[1].trainable
+
+
+def test_hybrid_trains():
+    model = tiny(stem_filters=[8, 8])
+    x = images(8)
+    first = fit_one_step(model, x, 5)
+    for _ in range(5):
+        last = fit_one_step(model, x, 5)
+    assert last < first

@@ -1,0 +1,56 @@
+"""ConvolutionalStem against stride-2 3 x 3 convolutions, batch norm and ReLU in numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from layers.convolutional_stem import ConvolutionalStem
+from tests.layers.harness import run_layer_test
+
+
+def conv3x3_stride2_same(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """(batch, H, W, C) * (3, 3, C, F) with stride 2 and 'same' padding (TensorFlow's rule:
+    for even sides the one padding row and column go after the image), numpy loops only."""
+    batch, height, width, _ = x.shape
+    padded = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)))
+    out = np.zeros((batch, height // 2, width // 2, kernel.shape[-1]))
+    for i in range(height // 2):
+        for j in range(width // 2):
+            window = padded[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :]
+            out[:, i, j] = np.einsum("bhwc,hwcf->bf", window, kernel)
+    return out
+
+
+def test_harness():
+    images = np.random.default_rng(0).uniform(size=(2, 16, 8, 3)).astype("float32")
+    run_layer_test(ConvolutionalStem, {"filters": [4, 6]}, images,
+                   expected_output_shape=(2, 4, 2, 6))
+
+
+def test_equals_convolution_batch_norm_relu_in_inference():
+    rng = np.random.default_rng(1)
+    images = rng.normal(size=(2, 8, 12, 3)).astype("float32")
+    stem = ConvolutionalStem(filters=[5, 4])
+    stem.build(images.shape)
+    expected = images.astype("float64")
+    for convolution, norm in zip(stem.convolutions, stem.normalizations):
+        kernel = rng.normal(size=tuple(convolution.kernel.shape)).astype("float32")
+        stats = [rng.uniform(0.5, 1.5, size=tuple(w.shape)).astype("float32")
+                 for w in norm.weights]  # gamma, beta, moving mean, moving variance
+        convolution.kernel.assign(kernel)
+        for weight, value in zip(norm.weights, stats):
+            weight.assign(value)
+        gamma, beta, mean, variance = stats
+        y = conv3x3_stride2_same(expected, kernel.astype("float64"))
+        y = (y - mean) / np.sqrt(variance + norm.epsilon) * gamma + beta
+        expected = np.maximum(y, 0.0)
+    got = np.asarray(stem(images, training=False))
+    assert stem.stride == 4
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("filters", [[], (), "32", [3, 0], [2.5]])
+def test_bad_filters_name_the_value(filters):
+    with pytest.raises(ValueError, match="filters must be|positive int"):
+        ConvolutionalStem(filters=filters)
