@@ -1,35 +1,91 @@
-"""Extracting downloaded archives once, safely (no member may write outside the destination)."""
+"""Extracting downloaded archives once, safely (no member may write outside the destination).
+
+An archive is known by the sha256 of its content, not by its name or modification time: a
+copy, a re-download or a `touch` does not extract it again. Without a destination it is
+extracted into a cache shared by all runs,
+
+    $ZOO_CACHE_DIR/archives/<sha256 prefix>/all                      (everything)
+    $ZOO_CACHE_DIR/archives/<sha256 prefix>/first-<n>-per-class      (limit_per_class=n)
+
+(`ZOO_CACHE_DIR` defaults to `$XDG_CACHE_HOME/attention-zoo`, i.e. `~/.cache/attention-zoo`).
+Beside them, `members.json` lists the archive's files in archive order once one pass has read
+it to the end; with that list a per-class limit reads the archive only as far as its last
+needed member.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
 _MARKER = ".extracted.json"
+_MEMBERS = "members.json"
+CACHE_ENV = "ZOO_CACHE_DIR"
+
+# sha256 of archives hashed in this process: (path, size, mtime_ns) -> hex digest.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def cache_dir() -> Path:
+    """The zoo's cache folder: `$ZOO_CACHE_DIR`, else `$XDG_CACHE_HOME/attention-zoo`, else
+    `~/.cache/attention-zoo`."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "attention-zoo"
+
+
+def archive_sha256(archive_path: str | os.PathLike) -> str:
+    """The hex sha256 of an archive's bytes (computed once per process and file version).
+
+    Raises:
+        FileNotFoundError: the archive does not exist.
+    """
+    path = Path(archive_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"archive {path} does not exist")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        _DIGESTS[key] = digest.hexdigest()
+    return _DIGESTS[key]
+
+
+def cached_archive_dir(archive_path: str | os.PathLike) -> Path:
+    """The cache folder of one archive's content: `<cache_dir()>/archives/<sha256[:16]>`."""
+    return cache_dir() / "archives" / archive_sha256(archive_path)[:16]
 
 
 def extract_archive(
     archive_path: str | os.PathLike,
-    destination: str | os.PathLike,
+    destination: str | os.PathLike | None = None,
     limit_per_class: int | None = None,
 ) -> Path:
     """Extracts a .tar, .tar.gz or .tgz archive once, refusing members that escape it.
 
     A marker file (`.extracted.json`) written after a complete extraction records the archive's
-    name, size and modification time and `limit_per_class`; a later call with the same archive
-    and limit returns at once. An interrupted extraction leaves no marker and is redone.
+    sha256 and `limit_per_class`; a later call with the same content and limit returns at once.
+    An interrupted extraction leaves no marker and is redone.
 
     Args:
         archive_path: the archive, e.g. `cifar10-train-jpg.tar.gz`.
-        destination: folder to extract into (created when missing).
+        destination: folder to extract into (created when missing); `None` extracts into the
+            shared cache (`cached_archive_dir`), where every run finds it.
         limit_per_class: extract at most this many files from each folder of the archive (the
             first ones in archive order), e.g. 20 images per class for a quick test. `None`
-            extracts everything.
+            extracts everything. Once the archive's member list is known (after one complete
+            pass, kept in the cache), reading stops after the last member needed.
 
     Returns:
-        `destination` as a `Path`.
+        The extraction folder as a `Path`.
 
     Raises:
         FileNotFoundError: the archive does not exist.
@@ -37,7 +93,6 @@ def extract_archive(
             climbs out with `..`, or is a link or device file.
     """
     archive_path = Path(archive_path)
-    destination = Path(destination)
     if limit_per_class is not None:
         if (
             not isinstance(limit_per_class, int)
@@ -47,15 +102,13 @@ def extract_archive(
             raise ValueError(
                 f"limit_per_class must be a positive integer or None; received {limit_per_class!r}"
             )
-    if not archive_path.is_file():
-        raise FileNotFoundError(f"archive {archive_path} does not exist")
-    stat = archive_path.stat()
-    record = {
-        "archive": archive_path.name,
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "limit_per_class": limit_per_class,
-    }
+    digest = archive_sha256(archive_path)
+    in_cache = destination is None
+    if destination is None:
+        name = "all" if limit_per_class is None else f"first-{limit_per_class}-per-class"
+        destination = cached_archive_dir(archive_path) / name
+    destination = Path(destination)
+    record = {"archive": archive_path.name, "sha256": digest, "limit_per_class": limit_per_class}
     marker = destination / _MARKER
     if marker.is_file():
         try:
@@ -65,23 +118,97 @@ def extract_archive(
             pass  # An unreadable marker means: extract again.
         marker.unlink()
 
-    destination.mkdir(parents=True, exist_ok=True)
+    # In the cache, extract beside the destination and rename: a concurrent run never sees
+    # half a folder. A destination the caller chose is extracted into in place.
+    target = destination.with_name(f".{destination.name}.partial-{os.getpid()}") if in_cache \
+        else destination
+    if in_cache and target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        _extract(archive_path, target, limit_per_class, _known_members(archive_path))
+    except BaseException:
+        if in_cache:
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+    (target / _MARKER).write_text(json.dumps(record))
+    if in_cache:
+        if destination.exists():
+            shutil.rmtree(destination)
+        try:
+            os.replace(target, destination)
+        except OSError:  # another process finished the same extraction first
+            shutil.rmtree(target, ignore_errors=True)
+    return destination
+
+
+def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,
+             members: list[str] | None) -> None:
+    """Streams the archive into `destination`, checking every member it reads."""
+    needed = None
+    if limit_per_class is not None and members is not None:
+        needed = set(_first_per_folder(members, limit_per_class))
     counts: dict[str, int] = {}
+    seen: list[str] = []
+    complete = True
     try:
         with tarfile.open(archive_path, "r:*") as archive:
             for member in archive:  # Streaming: members are read in archive order.
                 _check_member(member, archive_path)
-                if member.isfile() and limit_per_class is not None:
-                    folder = str(PurePosixPath(member.name).parent)
-                    if counts.get(folder, 0) >= limit_per_class:
-                        continue
-                    counts[folder] = counts.get(folder, 0) + 1
+                if member.isfile():
+                    seen.append(member.name)
+                    if limit_per_class is not None:
+                        folder = str(PurePosixPath(member.name).parent)
+                        if counts.get(folder, 0) >= limit_per_class:
+                            continue
+                        counts[folder] = counts.get(folder, 0) + 1
                 # filter="data" repeats the safety checks inside tarfile and drops odd modes.
                 archive.extract(member, destination, filter="data")
+                if needed is not None and member.isfile():
+                    needed.discard(member.name)
+                    if not needed:  # every member the limit asks for is out: stop reading
+                        complete = False
+                        break
     except tarfile.TarError as error:
         raise ValueError(f"cannot read archive {archive_path}: {error}") from error
-    marker.write_text(json.dumps(record))
-    return destination
+    if complete and members is None:
+        _remember_members(archive_path, seen)
+
+
+def _first_per_folder(members: list[str], limit: int) -> list[str]:
+    """The first `limit` files of each folder, in archive order."""
+    counts: dict[str, int] = {}
+    chosen = []
+    for name in members:
+        folder = str(PurePosixPath(name).parent)
+        if counts.get(folder, 0) < limit:
+            counts[folder] = counts.get(folder, 0) + 1
+            chosen.append(name)
+    return chosen
+
+
+def _known_members(archive_path: Path) -> list[str] | None:
+    """The archive's files in archive order, as recorded by an earlier complete pass."""
+    try:
+        path = cached_archive_dir(archive_path) / _MEMBERS
+        data = json.loads(path.read_text())
+        if data.get("sha256") == archive_sha256(archive_path):
+            return list(data["files"])
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+        pass
+    return None
+
+
+def _remember_members(archive_path: Path, files: list[str]) -> None:
+    """Records the archive's file list in the cache (best effort: a read-only cache is fine)."""
+    try:
+        folder = cached_archive_dir(archive_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f".{_MEMBERS}.{os.getpid()}"
+        partial.write_text(json.dumps({"sha256": archive_sha256(archive_path), "files": files}))
+        os.replace(partial, folder / _MEMBERS)
+    except (OSError, RuntimeError):
+        pass
 
 
 def _check_member(member: tarfile.TarInfo, archive_path: Path) -> None:
@@ -97,4 +224,3 @@ def _check_member(member: tarfile.TarInfo, archive_path: Path) -> None:
             f"archive {archive_path} holds {member.name!r}, which is a link or special file; "
             "only regular files and folders are extracted"
         )
-
