@@ -1,0 +1,170 @@
+"""Zoo models from checkpoint folders laid out as the hub has them (used by `zoo.hub`).
+
+Each builder takes the folder, its parsed `config.json` and a model name, and returns a
+ready model: the ViTs take 0..255 images with the checkpoint's own normalisation built in
+and classify with its label names; the OPUS-MT translator carries its `MarianTokenizer`;
+the sentence encoder its WordPiece vocabulary.
+
+Weights are read from `model.safetensors` (or its shards); a folder with only
+`pytorch_model.bin` is read with `torch.load(..., weights_only=True)`, which runs no pickled
+code, when PyTorch is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from zoo.converters._tensors import SAFETENSORS_INDEX, load_tensors
+
+# Hugging Face's ViTImageProcessor defaults (and timm's for the original ViTs).
+_HALF = (0.5, 0.5, 0.5)
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+# timm ViT sizes -> attention heads (a timm state dict does not record them).
+_TIMM_HEADS = {"tiny": 3, "small": 6, "base": 12, "large": 16, "huge": 16}
+
+
+def checkpoint_tensors(folder: Path) -> Any:
+    """What the converters read: the folder itself (safetensors), or the tensors of
+    `pytorch_model.bin`.
+
+    Raises:
+        FileNotFoundError: no weights in the folder.
+        ImportError: only a `.bin` file and no PyTorch.
+    """
+    if (folder / "model.safetensors").is_file() or (folder / SAFETENSORS_INDEX).is_file():
+        return folder
+    pickled = folder / "pytorch_model.bin"
+    if pickled.is_file():
+        try:
+            import torch
+        except ImportError:
+            raise ImportError(f"{folder} has only pytorch_model.bin, which needs PyTorch to "
+                              "read (pip install torch)") from None
+        return load_tensors(torch.load(pickled, map_location="cpu", weights_only=True))
+    raise FileNotFoundError(f"no weights in {folder} (model.safetensors or pytorch_model.bin)")
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _channels(values: Any, what: str) -> np.ndarray:
+    array = np.asarray(values if isinstance(values, (list, tuple)) else [values] * 3,
+                       "float64").reshape(-1)
+    if array.size == 1:
+        array = np.repeat(array, 3)
+    if array.size != 3 or (what == "std" and (array <= 0).any()):
+        raise ValueError(f"the image normalisation {what} {values!r} is not 3 "
+                         "positive per-channel values")
+    return array
+
+
+def build_in_normalisation(model: Any, scale: np.ndarray, offset: np.ndarray) -> None:
+    """Makes `model` (built with `include_rescaling=False`) take raw images `x` where the
+    checkpoint took `x * scale + offset` per channel, by folding the affine map into the
+    patch projection (a convolution without padding, so the fold is exact)."""
+    projection = model.patch_embedding.projection
+    kernel = np.asarray(projection.kernel.numpy(), "float64")  # (p, p, channels, hidden)
+    bias = np.asarray(projection.bias.numpy(), "float64")
+    projection.kernel.assign((kernel * scale[None, None, :, None]).astype("float32"))
+    projection.bias.assign((bias + np.einsum("ijcd,c->d", kernel, offset)).astype("float32"))
+
+
+def _normalise(model_builder: Callable[..., Any], mean: Any, std: Any, rescale: float,
+               **kwargs: Any) -> Any:
+    """Builds a ViT that takes 0..255 images normalised as `(x * rescale - mean) / std`."""
+    mean, std = _channels(mean, "mean"), _channels(std, "std")
+    if np.allclose(mean, _HALF) and np.allclose(std, _HALF) and np.isclose(rescale, 1 / 255):
+        return model_builder(include_rescaling=True, **kwargs)
+    model = model_builder(include_rescaling=False, **kwargs)
+    build_in_normalisation(model, rescale / std, -mean / std)
+    return model
+
+
+def build_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `ViTForImageClassification` checkpoint as a `VisionTransformer`."""
+    from zoo.converters.hf_vit import vit_from_hf
+
+    processor = _read_json(folder / "preprocessor_config.json")
+    normalise = processor.get("do_normalize", True)
+    mean = processor.get("image_mean", _HALF) if normalise else (0.0, 0.0, 0.0)
+    std = processor.get("image_std", _HALF) if normalise else (1.0, 1.0, 1.0)
+    rescale = (float(processor.get("rescale_factor", 1 / 255))
+               if processor.get("do_rescale", True) else 1.0)
+    tensors = checkpoint_tensors(folder)
+    return _normalise(lambda **kw: vit_from_hf(tensors, dict(config), **kw),
+                      mean, std, rescale, name=name)
+
+
+def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A timm ViT checkpoint (`config.json` with `architecture` and `pretrained_cfg`)."""
+    from zoo.converters.hf_vit import vit_from_timm
+
+    architecture = str(config["architecture"]).split(".", 1)[0]
+    size = re.match(r"(?:vit|deit)_(tiny|small|base|large|huge)_patch\d+", architecture)
+    if size is None:
+        raise ValueError(f"the timm architecture {architecture!r} is not supported: the "
+                         "attention heads of vit_/deit_{tiny,small,base,large,huge}_patchN "
+                         "models are known, others are not")
+    if config.get("global_pool", "token") != "token":
+        raise ValueError(f"the timm model {architecture!r} pools with "
+                         f"{config['global_pool']!r}; only class-token pooling is supported")
+    pretrained = dict(config.get("pretrained_cfg") or {})
+    labels = config.get("label_names") or pretrained.get("label_names")
+    num_classes = config.get("num_classes")
+    class_names: Sequence[str] | None = None
+    if labels and (num_classes is None or len(labels) == int(num_classes)):
+        class_names = [str(label) for label in labels]
+    tensors = checkpoint_tensors(folder)
+    return _normalise(
+        lambda **kw: vit_from_timm(tensors, _TIMM_HEADS[size.group(1)], **kw),
+        pretrained.get("mean", _IMAGENET_MEAN), pretrained.get("std", _IMAGENET_STD),
+        1 / 255, class_names=class_names, name=name)
+
+
+def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `MarianMTModel` (OPUS-MT) checkpoint as a `Translator` with its tokenizer."""
+    from zoo.converters.marian import translator_from_marian
+    from zoo.tokenizer import MarianTokenizer
+
+    tokenizer = MarianTokenizer.from_folder(folder)
+    pad, eos = config.get("pad_token_id"), config.get("eos_token_id")
+    if pad is not None and int(pad) != tokenizer.pad_id:
+        raise ValueError(f"config.json's pad_token_id {pad} is not vocab.json's pad id "
+                         f"{tokenizer.pad_id}")
+    if eos is not None and not isinstance(eos, list) and int(eos) != tokenizer.end_id:
+        raise ValueError(f"config.json's eos_token_id {eos} is not vocab.json's end id "
+                         f"{tokenizer.end_id}")
+    return translator_from_marian(checkpoint_tensors(folder), dict(config),
+                                  tokenizer=tokenizer, name=name)
+
+
+def build_sentence_encoder(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A BERT sentence-transformers folder (mean pooling) as a `SentenceEncoder`."""
+    from zoo.converters.minilm import assign_bert_weights, encoder_config
+    from zoo.sentence_encoder import SentenceEncoder
+
+    if not (folder / "vocab.txt").is_file():
+        raise FileNotFoundError(f"the sentence encoder needs vocab.txt; there is none in "
+                                f"{folder}")
+    tensors = checkpoint_tensors(folder)
+    model = SentenceEncoder(**encoder_config(folder), name=name)
+    assign_bert_weights(model, load_tensors(tensors))
+    return model
+
+
+BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
+    "vit": build_vit,
+    "timm-vit": build_timm_vit,
+    "marian": build_marian,
+    "sentence-encoder": build_sentence_encoder,
+}
