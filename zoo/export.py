@@ -14,12 +14,19 @@
 
 Only TensorFlow and TF Text ops are in the graphs: stock TF Serving runs them, and so does a
 process that imports nothing but `tensorflow` and `tensorflow_text`.
+
+A version folder is written under a hidden temporary name beside its target and renamed into
+place once complete, so TF Serving (which only looks at numeric folder names) never sees a
+half-written version, a crash leaves nothing under the version's name, and of two exports of
+the same version only one succeeds.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +153,62 @@ def write_models_config(repository: str | os.PathLike) -> Path:
                 "    model_platform: \"tensorflow\"\n"
                 "  }\n")
     path = repository / "models.config"
-    path.write_text("model_config_list {\n" + "".join(entries) + "}\n")
+    temporary = repository / f".models.config.tmp-{uuid.uuid4().hex}"
+    try:
+        temporary.write_text("model_config_list {\n" + "".join(entries) + "}\n")
+        os.replace(temporary, path)  # TF Serving re-reads the file: never a half-written one
+    finally:
+        if temporary.exists():
+            temporary.unlink()
     return path
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swaps two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where the system
+    cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # no such call or file system
+        return False
+    raise OSError(code, os.strerror(code), str(a))
+
+
+def _put_in_place(temporary: Path, target: Path, force: bool) -> None:
+    """Renames the complete `temporary` folder to `target`; with `force` an existing target
+    is swapped out (atomically where the system can) and deleted afterwards."""
+    if target.exists() and force:
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
+        if _exchange(temporary, target):
+            shutil.rmtree(temporary)  # now the old version
+            return
+        os.rename(target, old)
+        try:
+            os.rename(temporary, target)
+        except OSError:
+            os.rename(old, target)  # put the old version back
+            raise
+        shutil.rmtree(old)
+        return
+    try:
+        # rename(2) refuses a non-empty target: of two exports of one version, one wins.
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, "exists", str(target))
+        os.rename(temporary, target)
+    except OSError as error:
+        if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+        raise FileExistsError(
+            f"{target} was written by another export meanwhile; pass --force to replace "
+            "it") from None
 
 
 def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
@@ -159,31 +220,41 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         name_or_path: a shipped model name or a path (see `zoo.load`).
         output: the model repository folder.
         version: the version number (a positive int).
-        force: replace an existing version folder.
+        force: replace an existing version folder; the old one is swapped out only once the
+            new one is complete.
         beam_size, alpha: the translator's search, fixed in the graph.
         top_k: how many labels the ViT returns.
         name: the served model's name; the shipped name or the file's stem by default.
 
     Returns:
         The version folder written.
+
+    Raises:
+        FileExistsError: the version exists (without `force`), or another export wrote it
+            meanwhile.
+        ValueError: a bad version, name, beam size, alpha or top-k; the errors of `zoo.load`.
     """
     import tensorflow as tf
 
     import zoo
+    from zoo.decoding import check_search_settings
     from zoo.translator import Translator
 
     _require_tensorflow_backend()
-    if int(version) < 1:
-        raise ValueError(f"version must be a positive integer; got {version}")
-    model = zoo.load(name_or_path)
+    if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
+        raise ValueError(f"version must be a positive integer; got {version!r}")
+    beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer; got {top_k!r}")
     if name is None:
-        path = Path(name_or_path)
+        path = Path(name_or_path.partition("#")[0])  # no URL fragment (#sha256=...)
         name = path.parent.name if path.name == "model.keras" else path.stem
+    if not name or name.startswith(".") or "/" in name or os.sep in name:
+        raise ValueError(f"the served model's name must be a plain folder name; got {name!r}")
     target = Path(output) / name / str(int(version))
-    if target.exists():
-        if not force:
-            raise FileExistsError(f"{target} exists; pass --force to replace it")
-        shutil.rmtree(target)
+    if target.exists() and not force:
+        raise FileExistsError(f"{target} exists; pass --force to replace it")
+    model = zoo.load(name_or_path)
 
     if hasattr(model, "ensure_built"):
         model.ensure_built()
@@ -202,7 +273,13 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
     target.parent.mkdir(parents=True, exist_ok=True)
-    archive.write_out(str(target), verbose=False)
-    write_warmup_requests(target, name, warmup)
+    temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
+    try:
+        archive.write_out(str(temporary), verbose=False)
+        write_warmup_requests(temporary, name, warmup)
+        _put_in_place(temporary, target, force)
+    finally:
+        if temporary.exists():
+            shutil.rmtree(temporary)
     write_models_config(Path(output))
     return target

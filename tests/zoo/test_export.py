@@ -205,3 +205,100 @@ def test_shipped_vit_top1_served_equals_python_on_real_images(shared_data, tmp_p
         "print(json.dumps([row[0].decode() for row in out['labels'].numpy()]))\n")
     assert len(paths) == 100
     assert served == expected
+
+
+# ---------------------------------------------------------------------- atomic versions
+def _vit_file(exported_vit, tmp_path) -> str:
+    model, _ = exported_vit
+    model.save(tmp_path / "vit.keras")
+    return str(tmp_path / "vit.keras")
+
+
+def _leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_force_swaps_in_a_complete_new_version(exported_vit, tmp_path):
+    model_file = _vit_file(exported_vit, tmp_path)
+    repository = tmp_path / "repository"
+    first = export_model(model_file, repository, version=2, top_k=3, name="v")
+    (first / "marker").write_text("the old version")
+    with pytest.raises(FileExistsError, match="--force"):
+        export_model(model_file, repository, version=2, top_k=3, name="v")
+    second = export_model(model_file, repository, version=2, top_k=2, name="v", force=True)
+    assert second == first and (second / "saved_model.pb").exists()
+    assert not (second / "marker").exists()
+    assert _leftovers(repository / "v") == []
+    assert 'name: "v"' in (repository / "models.config").read_text()
+
+
+def test_a_failed_export_leaves_the_old_version_and_no_temporary(exported_vit, tmp_path,
+                                                                monkeypatch):
+    import zoo.export
+
+    model_file = _vit_file(exported_vit, tmp_path)
+    repository = tmp_path / "repository"
+    old = export_model(model_file, repository, version=1, top_k=3, name="v")
+    (old / "marker").write_text("the old version")
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # a kill while the new version is being written
+
+    monkeypatch.setattr(zoo.export, "write_warmup_requests", crash)
+    with pytest.raises(KeyboardInterrupt):
+        export_model(model_file, repository, version=1, top_k=3, name="v", force=True)
+    assert (old / "marker").read_text() == "the old version"
+    with pytest.raises(KeyboardInterrupt):
+        export_model(model_file, repository, version=5, top_k=3, name="v")
+    assert not (repository / "v" / "5").exists()
+    assert _leftovers(repository / "v") == []
+
+
+def test_two_exports_of_one_version_cannot_both_succeed(exported_vit, tmp_path, monkeypatch):
+    import zoo.export
+
+    model_file = _vit_file(exported_vit, tmp_path)
+    repository = tmp_path / "repository"
+    real = zoo.export.write_warmup_requests
+
+    def other_export_finishes_first(folder, *args, **kwargs):
+        other = repository / "v" / "1"
+        other.mkdir()
+        (other / "saved_model.pb").write_text("the other export's")
+        return real(folder, *args, **kwargs)
+
+    monkeypatch.setattr(zoo.export, "write_warmup_requests", other_export_finishes_first)
+    with pytest.raises(FileExistsError, match="another export") as error:
+        export_model(model_file, repository, version=1, top_k=3, name="v")
+    assert "\n" not in str(error.value)
+    assert (repository / "v" / "1" / "saved_model.pb").read_text() == "the other export's"
+    assert _leftovers(repository / "v") == []
+
+
+def test_put_in_place_refuses_an_existing_target_and_swaps_with_force(tmp_path):
+    from zoo.export import _put_in_place
+
+    target, new = tmp_path / "1", tmp_path / ".1.tmp"
+    for folder, text in ((target, "old"), (new, "new")):
+        folder.mkdir()
+        (folder / "f").write_text(text)
+    with pytest.raises(FileExistsError, match="another export"):
+        _put_in_place(new, target, force=False)
+    assert (target / "f").read_text() == "old"
+    _put_in_place(new, target, force=True)
+    assert (target / "f").read_text() == "new" and sorted(os.listdir(tmp_path)) == ["1"]
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(beam_size=0), "beam size"),
+    (dict(beam_size=1000), "beam size"),
+    (dict(top_k=0), "top_k"),
+    (dict(alpha=-1.0), "alpha"),
+    (dict(version=0), "positive integer"),
+    (dict(version="x"), "positive integer"),
+    (dict(name="../escape"), "plain folder name"),
+])
+def test_bad_export_settings_are_one_line_errors(tmp_path, settings, message):
+    with pytest.raises(ValueError, match=message) as error:
+        export_model(str(tmp_path / "missing.keras"), tmp_path / "repository", **settings)
+    assert "\n" not in str(error.value)
