@@ -8,6 +8,11 @@ Colour handling agrees with `tf.io.decode_image(channels=3)`, which the serving 
 grayscale and palette images are expanded to RGB; an alpha channel is dropped (not
 composited), so a pixel's colour is what the file stores; 16-bit images are scaled to 8 bits;
 EXIF orientation is not applied.
+
+JPEG pixels agree exactly with `tf.io.decode_jpeg(data, channels=3,
+dct_method="INTEGER_ACCURATE")` (libjpeg's accurate integer DCT, which PIL uses), not with
+`tf.io.decode_image`'s default fast DCT: a serving graph decodes JPEGs that way so that a
+model sees the pixels it was trained on (tests/training/test_jpeg_decoding.py).
 """
 
 from __future__ import annotations
