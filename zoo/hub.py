@@ -8,7 +8,7 @@ them), converts it into a zoo model, and keeps that model as a `.keras` file:
     <cache>/hub/<org>--<name>/refs/<revision>           the commit a revision resolved to
     <cache>/hub/local/<folder digest>/<files digest>/model.keras   for local folders
 
-`<cache>` is `zoo.registry.cache_dir()` (`$ZOO_CACHE_DIR`, else `~/.keras/zoo_models`). A
+`<cache>` is the zoo's cache folder (`$ZOO_CACHE_DIR`, else `~/.cache/attention-zoo`). A
 second use of a handle reads the recorded commit and loads the kept file: no conversion and
 no network. `resolve_handle(handle, refresh=True)` asks the hub again (a moved branch).
 Files are written under a temporary name and renamed into place, so an interrupted or failed
@@ -98,10 +98,13 @@ def parse_handle(handle: str) -> tuple[str, str | None]:
 
 
 def hub_cache_dir() -> Path:
-    """Where converted hub models are kept: `zoo.registry.cache_dir() / "hub"`."""
-    from zoo.registry import cache_dir
-
-    return cache_dir() / "hub"
+    """Where converted hub models are kept: `$ZOO_CACHE_DIR/hub`, else
+    `$XDG_CACHE_HOME/attention-zoo/hub` (`~/.cache/attention-zoo/hub`); the same zoo cache
+    as `training.archives.cache_dir` (not imported: it would load TensorFlow)."""
+    if os.environ.get("ZOO_CACHE_DIR"):
+        return Path(os.environ["ZOO_CACHE_DIR"]).expanduser() / "hub"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "attention-zoo" / "hub"
 
 
 def _hf_cache_dir() -> str:

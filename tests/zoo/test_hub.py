@@ -11,12 +11,9 @@ is never used (`HF_HUB_OFFLINE=1`, or a hub served from 127.0.0.1).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import http.server
 import io
 import json
-import os
-import shutil
 import tarfile
 import threading
 from pathlib import Path
@@ -178,7 +175,8 @@ def test_opus_mt_handle_translates_as_marian_mt_model(hub_cache, opus_mt, multi3
     from zoo.translator import Translator
 
     publish(hub_cache, "Helsinki-NLP/opus-mt-tiny-en-de", opus_mt)
-    texts = read_gz(multi30k / "test_2016_flickr.en.gz", 11) + ["A naïve café in 東京: 3½ €."]
+    texts = read_gz(multi30k / "test_2016_flickr.en.gz", 11)
+    texts.append("A naïve café in 東京: 3½ €.")  # characters the pieces do not cover
     model = hub.load("hf://Helsinki-NLP/opus-mt-tiny-en-de")
     assert isinstance(model, Translator) and isinstance(model.tokenizer, MarianTokenizer)
 
@@ -211,3 +209,274 @@ def test_opus_mt_handle_translates_as_marian_mt_model(hub_cache, opus_mt, multi3
     monkeypatch.setattr(hub_builders, "BUILDERS", {k: refuse for k in hub_builders.BUILDERS})
     again = hub.load("hf://Helsinki-NLP/opus-mt-tiny-en-de")
     assert again.translate(texts[:4], beam_size=1, max_length=steps) == expected[:4]
+
+
+# ---------------------------------------------------------------------- ViT
+@pytest.fixture(scope="module")
+def cifar_images(shared_data) -> list:
+    """The first eight real CIFAR-10 JPEGs, as PIL images."""
+    from PIL import Image
+
+    archive = shared_data / "cifar10" / "cifar10-train-jpg.tar.gz"
+    if not archive.is_file():
+        pytest.skip(f"the CIFAR-10 JPEGs are absent ({archive})")
+    images = []
+    with tarfile.open(archive, "r|gz") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith(".jpg"):
+                images.append(Image.open(io.BytesIO(tar.extractfile(member).read()))
+                              .convert("RGB"))
+                if len(images) == 8:
+                    break
+    return images
+
+
+def vit_folder(folder: Path, mean: tuple, std: tuple, heads: int = 4, hidden: int = 32,
+               eps: float = 1e-12) -> ViTForImageClassification:
+    """A tiny random ViTForImageClassification with CIFAR-10 labels and its image
+    processor, saved by transformers into `folder`."""
+    from transformers import ViTImageProcessorPil
+
+    config = ViTConfig(image_size=32, patch_size=8, hidden_size=hidden, num_hidden_layers=2,
+                       num_attention_heads=heads, intermediate_size=2 * hidden,
+                       layer_norm_eps=eps, num_labels=10,
+                       id2label=dict(enumerate(CIFAR_LABELS)),
+                       label2id={name: i for i, name in enumerate(CIFAR_LABELS)})
+    model = randomise(ViTForImageClassification(config), seed=1, scale=2.0)
+    model.save_pretrained(folder)
+    ViTImageProcessorPil(size={"height": 32, "width": 32}, image_mean=list(mean),
+                         image_std=list(std)).save_pretrained(folder)
+    return model
+
+
+def hf_logits(folder: Path, model: ViTForImageClassification, images: list) -> np.ndarray:
+    from transformers import ViTImageProcessorPil
+
+    pixels = ViTImageProcessorPil.from_pretrained(str(folder))(images=images,
+                                                               return_tensors="pt")
+    with torch.no_grad():
+        return model(pixel_values=pixels["pixel_values"]).logits.numpy()
+
+
+@pytest.mark.parametrize("normalisation", ["half", "imagenet"])
+def test_vit_handle_classifies_with_the_checkpoints_labels(hub_cache, tmp_path, cifar_images,
+                                                           normalisation):
+    mean, std = (((0.5,) * 3, (0.5,) * 3) if normalisation == "half"
+                 else ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)))
+    reference = vit_folder(tmp_path / "vit", mean, std)
+    publish(hub_cache, "google/vit-tiny-cifar", tmp_path / "vit")
+    expected = hf_logits(tmp_path / "vit", reference, cifar_images)
+
+    model = hub.load("hf://google/vit-tiny-cifar")
+    assert model.class_names == CIFAR_LABELS
+    images = np.stack([np.asarray(image) for image in cifar_images])  # uint8, 0..255
+    labels = [top[0][0] for top in model.classify(images, top_k=1)]
+    assert labels == [CIFAR_LABELS[i] for i in expected.argmax(-1)]
+    assert len(set(labels)) > 1
+    logits = np.asarray(model.predict(images, verbose=0))
+    assert float(np.max(np.abs(logits - expected))) < 1e-4
+
+
+def test_hub_layout_folder_and_revisions(hub_cache, tmp_path, cifar_images):
+    reference = vit_folder(tmp_path / "vit", (0.5,) * 3, (0.5,) * 3)
+    expected = hf_logits(tmp_path / "vit", reference, cifar_images).argmax(-1)
+    images = np.stack([np.asarray(image) for image in cifar_images])
+
+    # A local folder laid out as the hub has it; converted once, kept under the zoo cache.
+    assert hub.is_handle(str(tmp_path / "vit")) and not hub.is_handle(str(tmp_path))
+    path = hub.resolve_handle(str(tmp_path / "vit"))
+    assert path.is_file() and str(path).startswith(str(hub.hub_cache_dir()))
+    assert hub.resolve_handle(str(tmp_path / "vit")) == path
+    model = hub.load(str(tmp_path / "vit"))
+    assert [top[0][0] for top in model.classify(images, top_k=1)] == [
+        CIFAR_LABELS[i] for i in expected]
+
+    # A tag and a pinned commit; each commit is converted (and kept) once.
+    publish(hub_cache, "org/vit", tmp_path / "vit", refs=("main", "v1"))
+    publish(hub_cache, "org/vit", tmp_path / "vit", commit=OTHER_COMMIT, refs=("v2",))
+    main = hub.resolve_handle("hf://org/vit")
+    assert main == hub.resolve_handle("hf://org/vit@v1") == hub.resolve_handle(
+        f"hf://org/vit@{COMMIT}")
+    assert main.parent.name == COMMIT and main.parent.parent.name == "org--vit"
+    assert hub.resolve_handle("hf://org/vit@v2").parent.name == OTHER_COMMIT
+    assert json.loads((main.parent / "source.json").read_text())["commit"] == COMMIT
+    assert not [p for p in hub.hub_cache_dir().rglob("*") if ".part" in p.name]
+
+
+def timm_state_dict(folder: Path) -> dict[str, np.ndarray]:
+    """The tensors of a Hugging Face ViT checkpoint renamed into timm's layout."""
+    from safetensors.numpy import load_file
+
+    hf = load_file(folder / "model.safetensors")
+    out = {"cls_token": hf["vit.embeddings.cls_token"],
+           "pos_embed": hf["vit.embeddings.position_embeddings"],
+           "patch_embed.proj.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
+           "patch_embed.proj.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
+           "norm.weight": hf["vit.layernorm.weight"], "norm.bias": hf["vit.layernorm.bias"],
+           "head.weight": hf["classifier.weight"], "head.bias": hf["classifier.bias"]}
+    for i in range(2):
+        p = f"vit.encoder.layer.{i}."
+        for suffix in ("weight", "bias"):
+            out[f"blocks.{i}.attn.qkv.{suffix}"] = np.concatenate(
+                [hf[f"{p}attention.attention.{r}.{suffix}"] for r in ("query", "key", "value")])
+            for timm, name in (("norm1", "layernorm_before"), ("norm2", "layernorm_after"),
+                               ("attn.proj", "attention.output.dense"),
+                               ("mlp.fc1", "intermediate.dense"), ("mlp.fc2", "output.dense")):
+                out[f"blocks.{i}.{timm}.{suffix}"] = hf[f"{p}{name}.{suffix}"]
+    return out
+
+
+def test_timm_handle_equals_the_same_weights_in_transformers(hub_cache, tmp_path,
+                                                             cifar_images):
+    """A timm-layout repo (config.json with `architecture` and `pretrained_cfg`), holding a
+    Hugging Face ViT's weights renamed: the handle's logits equal Hugging Face's (timm
+    itself is not a test dependency)."""
+    from safetensors.numpy import save_file
+
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    reference = vit_folder(tmp_path / "hf", mean, std, heads=3, hidden=48, eps=1e-6)
+    expected = hf_logits(tmp_path / "hf", reference, cifar_images)
+    timm = tmp_path / "timm"
+    timm.mkdir()
+    save_file(timm_state_dict(tmp_path / "hf"), timm / "model.safetensors")
+    (timm / "config.json").write_text(json.dumps({
+        "architecture": "vit_tiny_patch8_32", "num_classes": 10, "global_pool": "token",
+        "label_names": CIFAR_LABELS,
+        "pretrained_cfg": {"input_size": [3, 32, 32], "mean": mean, "std": std}}))
+    publish(hub_cache, "timm/vit_tiny_patch8_32.test", timm)
+    model = hub.load("hf://timm/vit_tiny_patch8_32.test")
+    assert model.num_heads == 3 and model.class_names == CIFAR_LABELS
+    images = np.stack([np.asarray(image) for image in cifar_images])
+    logits = np.asarray(model.predict(images, verbose=0))
+    assert float(np.max(np.abs(logits - expected))) < 1e-4
+
+
+# ---------------------------------------------------------------------- MiniLM
+def test_minilm_handle_from_the_packages_real_files(hub_cache):
+    from zoo.converters.minilm import default_model_dir
+    from zoo.sentence_encoder import SentenceEncoder
+
+    try:
+        folder = default_model_dir()
+    except (ModuleNotFoundError, FileNotFoundError) as error:
+        pytest.skip(f"all-MiniLM-L6-v2 weights are not installed: {error}")
+    publish(hub_cache, "sentence-transformers/all-MiniLM-L6-v2", folder)
+    model = hub.load("hf://sentence-transformers/all-MiniLM-L6-v2")
+    assert isinstance(model, SentenceEncoder)
+    embeddings = model.embed(["A man is eating food.", "A man is eating a piece of bread."])
+    assert round(float(embeddings[0] @ embeddings[1]), 4) == 0.7553
+
+
+# ---------------------------------------------------------------------- bad handles
+def one_line_error(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message and error.value.__cause__ is None
+    return message
+
+
+def test_uncached_handle_offline_is_one_line(hub_cache):
+    with pytest.raises(FileNotFoundError) as error:
+        hub.load("hf://nobody/nothing-here")
+    message = one_line_error(error)
+    assert "hf://nobody/nothing-here" in message and "HF_HUB_OFFLINE=1" in message
+    assert kept_files(hub.hub_cache_dir()) == []
+
+
+@pytest.mark.parametrize("handle", ["hf://", "hf://a/b/c", "hf://org/", "hf://org/name@",
+                                    "hf://org/../x", "hf://org/na me"])
+def test_malformed_handles(hub_cache, handle):
+    with pytest.raises(ValueError, match="malformed hub handle") as error:
+        hub.resolve_handle(handle)
+    assert handle in one_line_error(error)
+
+
+@pytest.mark.parametrize("architectures, expected", [
+    (["GPT2LMHeadModel"], "GPT2LMHeadModel is not supported; supported are "
+                          "ViTForImageClassification"),
+    (["DeiTForImageClassificationWithTeacher"], "distillation token"),
+    (["BertModel"], "sentence-transformers model only"),
+])
+def test_unsupported_architecture_is_one_line(hub_cache, tmp_path, architectures, expected):
+    from safetensors.numpy import save_file
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "config.json").write_text(json.dumps({"architectures": architectures}))
+    save_file({"x": np.zeros(2, "float32")}, repo / "model.safetensors")
+    publish(hub_cache, "org/odd", repo)
+    with pytest.raises(ValueError) as error:
+        hub.load("hf://org/odd")
+    message = one_line_error(error)
+    assert message.startswith("hf://org/odd: ") and expected in message
+    assert kept_files(hub.hub_cache_dir()) == []
+
+
+def test_missing_tensor_is_one_line_and_nothing_is_kept(hub_cache, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    vit_folder(tmp_path / "vit", (0.5,) * 3, (0.5,) * 3)
+    tensors = load_file(tmp_path / "vit" / "model.safetensors")
+    del tensors["vit.layernorm.weight"]
+    save_file(tensors, tmp_path / "vit" / "model.safetensors")
+    publish(hub_cache, "org/broken", tmp_path / "vit")
+    with pytest.raises(ValueError) as error:
+        hub.load("hf://org/broken")
+    message = one_line_error(error)
+    assert message.startswith("hf://org/broken: ") and "'vit.layernorm.weight'" in message
+    assert kept_files(hub.hub_cache_dir()) == []
+
+
+class _Hub(http.server.BaseHTTPRequestHandler):
+    """A hub that knows no repository."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.dumps({"error": "Repository not found"}).encode()
+        self.send_response(404)
+        self.send_header("X-Error-Code", "RepoNotFound")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def online(hub_cache, monkeypatch):
+    """Offline mode off (the hub is served from 127.0.0.1, or unreachable)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    return monkeypatch
+
+
+def test_no_such_repository_is_one_line(online):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(ValueError) as error:
+            hub.load("hf://nobody/no-such-model")
+    finally:
+        server.shutdown()
+    message = one_line_error(error)
+    assert "hf://nobody/no-such-model: no such repository on the hub" in message
+    assert kept_files(hub.hub_cache_dir()) == []
+
+
+def test_unreachable_hub_and_nothing_cached_is_one_line(online):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(FileNotFoundError) as error:
+        hub.load("hf://nobody/unreachable")
+    message = one_line_error(error)
+    assert "not in the Hugging Face cache" in message and "cannot be reached" in message

@@ -223,3 +223,120 @@ def test_import_needs_no_tensorflow():
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------- MarianTokenizer
+def _spm(texts: list[str], size: int) -> bytes:
+    import io
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=size,
+        model_type="unigram", character_coverage=1.0, input_sentence_size=0,
+        shuffle_input_sentence=False, num_threads=1, minloglevel=2)
+    return model.getvalue()
+
+
+@pytest.fixture(scope="module")
+def marian_folder(training_texts, tmp_path_factory) -> Path:
+    """OPUS-MT's layout: source.spm (English), target.spm (German), vocab.json with `</s>` 0,
+    `<unk>` 1, the pieces of both models (a few left out) and `<pad>` last; and a language
+    code piece, as multilingual OPUS-MT models have."""
+    import json
+
+    folder = tmp_path_factory.mktemp("marian")
+    vocab = {"</s>": 0, "<unk>": 1, ">>de<<": 2}
+    for name, texts in (("source.spm", training_texts[:5000]),
+                        ("target.spm", training_texts[5000:])):
+        proto = _spm(texts, 300)
+        (folder / name).write_bytes(proto)
+        processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
+                  if not (processor.is_control(i) or processor.is_unknown(i))]
+        for piece in pieces[:30] + pieces[33:]:
+            vocab.setdefault(piece, len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    return folder
+
+
+def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
+    pytest.importorskip("transformers")
+    from transformers import MarianTokenizer as Reference
+
+    from zoo.tokenizer import MarianTokenizer
+
+    ours = MarianTokenizer.from_folder(marian_folder)
+    reference = Reference.from_pretrained(str(marian_folder))
+    texts = held_out + [">>de<< A dog runs.", "", "  two  spaces ", "東京 café ½"]
+    expected = reference(texts)["input_ids"]
+    assert ours.encode(texts) == expected
+    assert any(ours.unknown_id in ids for ids in expected)
+    assert (ours.end_id, ours.unknown_id, ours.pad_id, ours.start_id) == (
+        0, 1, ours.vocabulary_size - 1, ours.vocabulary_size - 1)
+    # Any ids, the special ones included, decode as transformers' skip_special_tokens=True
+    # (up to the first end id, which a model's output stops at).
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, ours.vocabulary_size, (50, 12)).tolist()
+    assert ours.decode(ids) == [
+        reference.decode(row[:row.index(0)] if 0 in row else row, skip_special_tokens=True)
+        for row in ids]
+    assert ours.decode(ours.encode_batch_padded(held_out[:5])) == reference.batch_decode(
+        reference(held_out[:5])["input_ids"], skip_special_tokens=True)
+
+
+def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
+    from zoo.tokenizer import MarianTokenizer
+
+    tokenizer = MarianTokenizer.from_folder(marian_folder)
+    path = tmp_path / "tokenizer.model"
+    tokenizer.save(path)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        tokenizer.save(path)
+    # SubwordTokenizer.from_file reads either kind (a translator's stored tokenizer).
+    for loaded in (MarianTokenizer.from_file(path), SubwordTokenizer.from_file(path)):
+        assert isinstance(loaded, MarianTokenizer)
+        assert loaded.encode(held_out) == tokenizer.encode(held_out)
+        assert loaded.vocabulary == tokenizer.vocabulary
+    assert tokenizer.id_to_piece(0) == "</s>"
+    with pytest.raises(NotImplementedError, match="exporting an OPUS-MT"):
+        tokenizer.to_keras_hub()
+
+
+def test_marian_tokenizer_truncates_and_refuses_bad_input(marian_folder, tmp_path):
+    import json
+    import shutil
+
+    from zoo.tokenizer import MarianTokenizer
+
+    tokenizer = MarianTokenizer.from_folder(marian_folder)
+    with pytest.warns(UserWarning, match="truncated to 5"):
+        ids = tokenizer.encode(["A man in a blue shirt is standing on a ladder."],
+                               max_length=5)[0]
+    assert len(ids) == 5 and ids[-1] == tokenizer.end_id
+    assert tokenizer.encode(["A dog."], add_start=True)[0][0] == tokenizer.pad_id
+    with pytest.raises(ValueError, match="id 5000 in sequence 0 is outside"):
+        tokenizer.decode([[5000]])
+    with pytest.raises(ValueError, match="flat list"):
+        tokenizer.decode([3, 4])
+    with pytest.raises(TypeError, match="single str"):
+        tokenizer.encode("A dog.")
+
+    source, target = ((marian_folder / n).read_bytes() for n in ("source.spm", "target.spm"))
+    with pytest.raises(ValueError, match="vocabulary id 5 of piece 'b' is not in"):
+        MarianTokenizer(source, target, {"</s>": 0, "<unk>": 1, "<pad>": 2, "b": 5})
+    with pytest.raises(ValueError, match="id 1 is given to both '<unk>' and 'b'"):
+        MarianTokenizer(source, target, {"</s>": 0, "<unk>": 1, "b": 1})
+    with pytest.raises(ValueError, match="pad_piece '<pad>' is not in the vocabulary"):
+        MarianTokenizer(source, target, {"</s>": 0, "<unk>": 1})
+    with pytest.raises(ValueError, match="source_proto .* not a valid SentencePiece"):
+        MarianTokenizer(b"nonsense", target, {"</s>": 0, "<unk>": 1, "<pad>": 2})
+    copy = tmp_path / "copy"
+    shutil.copytree(marian_folder, copy)
+    (copy / "target.spm").unlink()
+    with pytest.raises(FileNotFoundError, match="needs target.spm"):
+        MarianTokenizer.from_folder(copy)
+    shutil.copy(marian_folder / "target.spm", copy)
+    (copy / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": True}))
+    with pytest.raises(ValueError, match="separate source and target vocabularies"):
+        MarianTokenizer.from_folder(copy)
