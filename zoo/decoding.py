@@ -42,7 +42,7 @@ def _is_int(value: Any) -> bool:
 def _check_length_at_least_one(max_length: Any) -> None:
     """The searches' own check; the upper bound is the caller's (it knows the model)."""
     if _is_int(max_length) and max_length < 1:
-        raise ValueError(f"max length must be at least 1; got {max_length!r}")
+        raise ValueError(f"max_length must be at least 1; got {max_length!r}")
 
 
 def check_beam_size(beam_size: Any) -> int:
@@ -51,9 +51,13 @@ def check_beam_size(beam_size: Any) -> int:
     Raises:
         ValueError: not an integer from 1 to `MAX_BEAM_SIZE`; the message names the value.
     """
-    if not _is_int(beam_size) or not 1 <= int(beam_size) <= MAX_BEAM_SIZE:
-        raise ValueError(f"beam size must be an integer from 1 to {MAX_BEAM_SIZE}; got "
+    if not _is_int(beam_size):
+        raise ValueError(f"beam_size must be an integer from 1 to {MAX_BEAM_SIZE}; got "
                          f"{beam_size!r}")
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1; got {beam_size!r}")
+    if beam_size > MAX_BEAM_SIZE:
+        raise ValueError(f"beam_size must be at most {MAX_BEAM_SIZE}; got {beam_size!r}")
     return int(beam_size)
 
 
@@ -73,7 +77,7 @@ def check_max_length(max_length: Any, limit: int | None = None) -> int | None:
         return None
     limit = MAX_LENGTH if limit is None else int(limit)
     if not _is_int(max_length) or not 1 <= int(max_length) <= limit:
-        raise ValueError(f"max length must be an integer from 1 to {limit} (the most this "
+        raise ValueError(f"max_length must be an integer from 1 to {limit} (the most this "
                          f"model generates); got {max_length!r}")
     return int(max_length)
 

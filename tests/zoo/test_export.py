@@ -290,8 +290,8 @@ def test_put_in_place_refuses_an_existing_target_and_swaps_with_force(tmp_path):
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(beam_size=0), "beam size"),
-    (dict(beam_size=1000), "beam size"),
+    (dict(beam_size=0), "beam_size"),
+    (dict(beam_size=1000), "beam_size"),
     (dict(top_k=0), "top_k"),
     (dict(alpha=-1.0), "alpha"),
     (dict(version=0), "positive integer"),

@@ -19,8 +19,7 @@ from zoo.decoding import (
 
 @pytest.mark.parametrize("beam_size", [0, -1, MAX_BEAM_SIZE + 1, 2.5, "4", True, None])
 def test_bad_beam_sizes_are_refused_naming_the_value(beam_size):
-    with pytest.raises(ValueError, match="beam size must be an integer from 1 to 64; got ") \
-            as error:
+    with pytest.raises(ValueError, match="^beam_size must be .*; got ") as error:
         check_beam_size(beam_size)
     assert repr(beam_size) in str(error.value) and "\n" not in str(error.value)
 
@@ -38,7 +37,7 @@ def test_max_length_is_bounded_by_the_model_or_the_cap():
     with pytest.raises(ValueError, match=f"from 1 to {MAX_LENGTH} .*got 100000"):
         check_max_length(100000)
     for bad in (0, -3, 1.5, "10"):
-        with pytest.raises(ValueError, match="max length"):
+        with pytest.raises(ValueError, match="max_length"):
             check_max_length(bad, 24)
 
 
@@ -56,13 +55,13 @@ def _constant_logits(tokens, index, cache):
 
 
 def test_the_searches_refuse_bad_settings_before_allocating():
-    with pytest.raises(ValueError, match="beam size"):
+    with pytest.raises(ValueError, match="beam_size"):
         beam_search(_constant_logits, (), 1, 0, 5, 1, 3)
-    with pytest.raises(ValueError, match="beam size"):
+    with pytest.raises(ValueError, match="beam_size"):
         beam_search(_constant_logits, (), 1, MAX_BEAM_SIZE + 1, 5, 1, 3)
-    with pytest.raises(ValueError, match="max length"):
+    with pytest.raises(ValueError, match="max_length"):
         beam_search(_constant_logits, (), 1, 2, 0, 1, 3)
-    with pytest.raises(ValueError, match="max length"):
+    with pytest.raises(ValueError, match="max_length"):
         greedy_search(_constant_logits, (), 1, 0, 1, 3)
     tokens, _ = greedy_search(_constant_logits, (ops.zeros((1, 1)),), 1, 4, 1, 3)
     assert ops.convert_to_numpy(tokens).tolist() == [[3, 0, 0, 0]]
