@@ -303,6 +303,32 @@ def test_hub_layout_folder_and_revisions(hub_cache, tmp_path, cifar_images):
     assert not [p for p in hub.hub_cache_dir().rglob("*") if ".part" in p.name]
 
 
+def test_pickled_checkpoint_and_zoo_load(hub_cache, tmp_path, cifar_images):
+    """A repo with only pytorch_model.bin (read with weights_only=True); and `zoo.load`
+    takes the handle where the registry sends handles to zoo.hub."""
+    reference = vit_folder(tmp_path / "vit", (0.5,) * 3, (0.5,) * 3)
+    (tmp_path / "vit" / "model.safetensors").unlink()
+    torch.save(reference.state_dict(), tmp_path / "vit" / "pytorch_model.bin")
+    publish(hub_cache, "org/vit-bin", tmp_path / "vit")
+    expected = hf_logits(tmp_path / "vit", reference, cifar_images)
+    images = np.stack([np.asarray(image) for image in cifar_images])
+    model = hub.load("hf://org/vit-bin")
+    assert float(np.max(np.abs(model.predict(images, verbose=0) - expected))) < 1e-4
+
+    import zoo
+    from zoo import registry
+
+    try:
+        hooked = registry.resolve("hf://org/vit-bin") == hub.resolve_handle("hf://org/vit-bin")
+    except (ValueError, FileNotFoundError):
+        hooked = False
+    if not hooked:
+        pytest.skip("zoo.registry.resolve does not send hub handles to zoo.hub yet")
+    loaded = zoo.load("hf://org/vit-bin")
+    assert [top[0][0] for top in loaded.classify(images, top_k=1)] == [
+        CIFAR_LABELS[i] for i in expected.argmax(-1)]
+
+
 def timm_state_dict(folder: Path) -> dict[str, np.ndarray]:
     """The tensors of a Hugging Face ViT checkpoint renamed into timm's layout."""
     from safetensors.numpy import load_file
