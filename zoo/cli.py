@@ -517,7 +517,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "translate" and not args.text and _stdin_is_terminal():
         _translate_parser(parser).error(
             "give TEXT to translate, or pipe sentences on stdin (one per line)")
-    message = None
+    message = _check_inputs(args)
+    if message is not None:  # a mistake found before any model (and TensorFlow) loads
+        print(f"zoo: error: {message}", file=sys.stderr)
+        return 2
     quiet = filtered_stderr(verbose or args.verbose) if args.command in TENSORFLOW_COMMANDS else (
         contextlib.nullcontext())
     with quiet:
@@ -531,6 +534,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
     return 0
+
+
+def _check_inputs(args: argparse.Namespace) -> str | None:
+    """The first mistake in the files and model names a command was given, found without
+    loading anything: an unknown model name, a missing model path, image or data file."""
+    import zoo.registry as registry
+
+    model = getattr(args, "model", None)
+    if (args.command in ("translate", "classify", "evaluate", "export")
+            and isinstance(model, str) and "://" not in model
+            and hasattr(registry, "resolve")):
+        try:
+            registry.resolve(model)  # shipped names and local paths only: no download
+        except (ValueError, FileNotFoundError) as error:
+            text = str(error).strip()
+            return text.splitlines()[0] if text else repr(error)
+    if args.command == "classify":
+        for path in args.images:
+            if not os.path.isfile(path):
+                return f"image file {path} does not exist"
+    if args.command == "evaluate":
+        for flag in ("source", "reference", "data"):
+            path = getattr(args, flag, None)
+            if path and not os.path.exists(path):
+                return f"--{flag} {path} does not exist"
+    return None
 
 
 def _stdin_is_terminal() -> bool:

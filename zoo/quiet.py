@@ -95,7 +95,7 @@ def filtered_stderr(verbose: bool = False) -> Iterator[None]:
         process = subprocess.Popen(
             [sys.executable, "-S", "-E", "-c", _FILTER_PROGRAM, CHATTER.pattern],
             stdin=subprocess.PIPE, stdout=saved, stderr=subprocess.DEVNULL, close_fds=True)
-    except OSError:
+    except (OSError, ValueError):  # no interpreter to run the filter (an embedded Python)
         os.close(saved)
         yield
         return

@@ -39,16 +39,23 @@ def test_help_models_and_argument_errors_import_no_tensorflow():
         codes = [status(a) for a in (["--help"], ["models"], ["translate", "--help"],
                                      ["train", "vit", "--help"], ["finetune", "translator",
                                      "--help"], ["translate", "--beam-size", "x"],
-                                     ["train", "vit", "--mix", "blend"], ["nonsense"])]
+                                     ["train", "vit", "--mix", "blend"], ["nonsense"],
+                                     ["translate", "--model", "no-such-model", "hello"],
+                                     ["classify", "missing.jpg"],
+                                     ["evaluate", "vit", "--model", "vit-cifar10", "--data",
+                                      "no-such-folder"])]
         print("codes", codes)
         print("heavy", sorted(m for m in {HEAVY!r} if m in sys.modules))
     """)
     assert result.returncode == 0, result.stderr
-    assert "codes [0, 0, 0, 0, 0, 2, 2, 2]" in result.stdout
+    assert "codes [0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2]" in result.stdout
     assert "heavy []" in result.stdout
     assert "translator-multi30k-en-de\ttranslator" in result.stdout
     assert "invalid int value: 'x'" in result.stderr
     assert "invalid choice: 'blend'" in result.stderr
+    assert "zoo: error: unknown model 'no-such-model'" in result.stderr
+    assert "zoo: error: image file missing.jpg does not exist" in result.stderr
+    assert "zoo: error: --data no-such-folder does not exist" in result.stderr
 
 
 def test_import_zoo_is_lazy_and_keeps_its_names():
