@@ -221,8 +221,11 @@ def load(name_or_path: str, compile: bool = False,
         Loading uses Keras' safe mode: no pickled code is executed.
 
     Raises:
-        ValueError: the file's weights do not fit the model its config describes; the
-            message names the first mismatched weight and both shapes.
+        ValueError: the file is not a readable `.keras` archive (truncated, damaged), it
+            holds another kind of model than `expect` (checked before any weight loads), or
+            its weights do not fit the model its config describes (the message names the
+            first mismatched weight and both shapes).
+        DownloadError: see `download`.
     """
     import keras
 
@@ -231,11 +234,26 @@ def load(name_or_path: str, compile: bool = False,
     if not str(path).endswith(".keras"):
         raise ValueError(f"{path} is not a .keras file")
     try:
-        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
-    except ValueError as error:
-        # Keras reports a layer that "could not be loaded"; say which weight and shapes.
         with zipfile.ZipFile(path) as archive:
             config = json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
+        raise ValueError(f"{path} is not a readable .keras file (truncated or damaged?): "
+                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+                         ) from error
+    if expect is not None and isinstance(config, dict):
+        # The kind, from the config alone: a wrong kind is refused before any weight loads.
+        stored = keras.saving.get_registered_object(str(config.get("registered_name")))
+        if isinstance(stored, type) and not issubclass(stored, expect):
+            raise ValueError(f"{name_or_path!r} is a {stored.__name__}, not a "
+                             f"{expect.__name__}")
+    try:
+        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
+    except (zipfile.BadZipFile, EOFError, OSError) as error:
+        raise ValueError(f"{path} is not a readable .keras file (truncated or damaged?): "
+                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+                         ) from error
+    except ValueError as error:
+        # Keras reports a layer that "could not be loaded"; say which weight and shapes.
         model = keras.saving.deserialize_keras_object(config, safe_mode=True)
         mismatch = weight_mismatches(model, path)
         if mismatch:

@@ -26,6 +26,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from layers.validation import is_int, positive_int
 from training.checkpointing import (
     ResumableCheckpoint,
     prepare_run_folder,
@@ -38,6 +39,7 @@ from training.precision import set_precision
 from training.text_batches import filter_by_length, make_numpy_batches, make_tf_dataset
 from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
+from zoo.decoding import check_search_settings
 from zoo.registry import load
 from zoo.tokenizer import SubwordTokenizer
 from zoo.translator import Translator
@@ -110,6 +112,36 @@ class TranslatorFinetuneRecipe(TranslatorRecipe):
     batch_size: int = 64
 
 
+def check_recipe(recipe: TranslatorRecipe) -> None:
+    """Checks the settings before anything is read or written, so that a bad value fails at
+    once (not at the first evaluation, hours later) in one line that names it.
+
+    Raises:
+        ValueError: a setting out of its range.
+    """
+    for name in ("epochs", "batch_size", "vocabulary_size", "warmup_steps",
+                 "evaluate_every"):
+        positive_int(getattr(recipe, name), name)
+    for name in ("limit", "validation_limit"):
+        if getattr(recipe, name) is not None:
+            positive_int(getattr(recipe, name), name)
+    if not is_int(recipe.max_length) or not 2 <= recipe.max_length <= 4096:
+        raise ValueError(f"max_length must be an integer from 2 to 4096; got "
+                         f"{recipe.max_length!r}")
+    check_search_settings(recipe.beam_size, alpha=recipe.alpha)
+    for name in ("learning_rate", "clipnorm"):
+        value = getattr(recipe, name)
+        if value is not None and not value > 0:
+            raise ValueError(f"{name} must be positive; got {value!r}")
+    if not recipe.learning_rate_scale > 0:
+        raise ValueError(f"learning_rate_scale must be positive; got "
+                         f"{recipe.learning_rate_scale!r}")
+    if not 0 <= recipe.label_smoothing < 1:
+        raise ValueError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
+    if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
+        raise ValueError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
+
+
 def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
     """(training pairs, validation pairs) as the recipe names them."""
     if recipe.multi30k:
@@ -177,6 +209,7 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
 
 def train_translator(recipe: TranslatorRecipe) -> dict:
     """Trains (or resumes) a translator; returns the metrics written to metrics.json."""
+    check_recipe(recipe)
     out = Path(recipe.output)
     prepare_run_folder(out, RUN_FILES, force=recipe.force)
     out.mkdir(parents=True, exist_ok=True)

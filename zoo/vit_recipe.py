@@ -19,17 +19,20 @@ unless `force` is set (see `training.checkpointing.prepare_run_folder`).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 import os
 import tarfile
 import time
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import keras
 import numpy as np
 
+from layers.validation import positive_int
 from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
 from training.checkpointing import (
     ResumableCheckpoint,
@@ -123,6 +126,36 @@ class ViTFinetuneRecipe(ViTRecipe):
     rand_augment: bool = False
 
 
+def check_recipe(recipe: ViTRecipe) -> None:
+    """Checks the settings before anything is read or written: one line naming a bad value.
+
+    Raises:
+        ValueError: a setting out of its range.
+    """
+    for name in ("epochs", "batch_size", "image_size", "validation_size"):
+        positive_int(getattr(recipe, name), name)
+    if recipe.limit_per_class is not None:
+        positive_int(recipe.limit_per_class, "limit_per_class")
+    for name in ("freeze_blocks", "warmup_epochs"):
+        value = getattr(recipe, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer of at least 0; got {value!r}")
+    if not recipe.learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive; got {recipe.learning_rate!r}")
+    if not recipe.weight_decay >= 0:
+        raise ValueError(f"weight_decay must be at least 0; got {recipe.weight_decay!r}")
+    if recipe.clipnorm is not None and not recipe.clipnorm > 0:
+        raise ValueError(f"clipnorm must be positive; got {recipe.clipnorm!r}")
+    if not 0 < recipe.layer_decay <= 1:
+        raise ValueError(f"layer_decay must lie in (0, 1]; got {recipe.layer_decay!r}")
+    if not 0 <= recipe.label_smoothing < 1:
+        raise ValueError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
+    if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
+        raise ValueError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
+    if recipe.mix not in ("none", "mixup", "cutmix"):
+        raise ValueError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
+
+
 def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """All images of the recipe's data as uint8 `(N, S, S, 3)`, int32 labels, class names."""
     if not recipe.data:
@@ -157,11 +190,15 @@ def extracted_class_folder(archive: str | os.PathLike, data: str | os.PathLike) 
             extracted tree holds folders the archive does not.
     """
     archive = Path(archive)
-    tree = Path(extract_archive(archive, data))
+    try:
+        tree = Path(extract_archive(archive, data))
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+        raise ValueError(f"cannot read archive {archive}: it is truncated or damaged "
+                         f"({error})") from error
     try:
         with tarfile.open(archive, "r:*") as opened:
             members = [PurePosixPath(m.name) for m in opened]
-    except (tarfile.TarError, OSError, EOFError) as error:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
         raise ValueError(f"cannot read archive {archive}: {error}") from error
     parts = [tuple(p for p in m.parts if p not in ("", ".")) for m in members]
     parts = [p for p in parts if p]
@@ -256,13 +293,12 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
 
 def train_vit(recipe: ViTRecipe) -> dict:
     """Trains (or resumes) a ViT; returns the metrics written to metrics.json."""
+    check_recipe(recipe)
     out = Path(recipe.output)
     prepare_run_folder(out, RUN_FILES, force=recipe.force)
     out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(recipe.seed)
     set_precision(recipe.precision)
-    if recipe.mix not in ("none", "mixup", "cutmix"):
-        raise ValueError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
     images, labels, class_names = load_images(recipe)
     # Stratified: the same number of validation images from every class.
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,

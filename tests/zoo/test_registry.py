@@ -146,3 +146,31 @@ def test_two_urls_load_two_different_models(server, tmp_path) -> None:
     a = zoo.load(f"{base}/a/model.keras#sha256={hashes['a']}")
     b = zoo.load(f"{base}/b/model.keras#sha256={hashes['b']}")
     assert a.output_shape == (None, 2) and b.output_shape == (None, 3)
+
+
+# ---------------------------------------------------------------------- damaged files, kinds
+@pytest.mark.parametrize("keep", [0, 100, 0.5, 0.9])
+def test_a_truncated_keras_file_is_a_one_line_error(tmp_path, keep):
+    import zoo
+
+    shipped = Path(registry.list_models()["vit-cifar10"]["path"]).read_bytes()
+    size = int(len(shipped) * keep) if isinstance(keep, float) else keep
+    path = tmp_path / "model.keras"
+    path.write_bytes(shipped[:size])
+    with pytest.raises(ValueError, match="not a readable .keras file") as error:
+        zoo.load(str(path))
+    assert "\n" not in str(error.value) and str(path) in str(error.value)
+
+
+def test_the_wrong_kind_is_refused_before_any_weight_loads(monkeypatch):
+    import keras
+
+    import zoo
+    from zoo.vit import VisionTransformer
+
+    def never(*args, **kwargs):
+        raise AssertionError("weights were loaded")
+
+    monkeypatch.setattr(keras.saving, "load_model", never)
+    with pytest.raises(ValueError, match="is a Translator, not a VisionTransformer"):
+        zoo.load("translator-multi30k-en-de", expect=VisionTransformer)

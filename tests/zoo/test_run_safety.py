@@ -117,3 +117,35 @@ def test_vit_run_refuses_a_finished_run_then_continues_it_with_force(tmp_path, m
     assert (out / "model.keras").read_bytes() != first
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "data", "logs",
                                                      "metrics.json", "model.keras"]
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9])
+def test_a_truncated_archive_is_a_one_line_error(tmp_path, keep):
+    whole = _archive(tmp_path / "whole.tar.gz", {"cat": 10, "dog": 200}, per_class=20)
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(data[:int(len(data) * keep)])
+    recipe = ViTRecipe(output=str(tmp_path / "run"), data=str(cut), image_size=8)
+    with pytest.raises(ValueError, match="cannot read archive") as error:
+        load_images(recipe)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("recipe_class, settings, message", [
+    (TranslatorRecipe, dict(beam_size=0), "beam_size"),
+    (TranslatorRecipe, dict(epochs=0), "epochs"),
+    (TranslatorRecipe, dict(max_length=100000), "max_length"),
+    (TranslatorRecipe, dict(batch_size=-1), "batch_size"),
+    (TranslatorRecipe, dict(label_smoothing=1.0), "label_smoothing"),
+    (ViTRecipe, dict(epochs=0), "epochs"),
+    (ViTRecipe, dict(validation_size=0), "validation_size"),
+    (ViTRecipe, dict(layer_decay=0.0), "layer_decay"),
+    (ViTRecipe, dict(mix="both"), "mix"),
+])
+def test_bad_recipe_settings_fail_before_anything_is_written(tmp_path, recipe_class,
+                                                             settings, message):
+    train = train_translator if recipe_class is TranslatorRecipe else train_vit
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=message) as error:
+        train(recipe_class(output=str(out), **settings))
+    assert "\n" not in str(error.value) and not out.exists()
