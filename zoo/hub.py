@@ -148,7 +148,8 @@ def resolve_handle(handle: str, refresh: bool = False) -> Path:
             misshapen tensor); one line naming the handle.
         FileNotFoundError: nothing cached and the hub unreachable (offline mode or no
             network), or a folder without the files its architecture needs.
-        ImportError: `huggingface_hub` is not installed.
+        ModuleNotFoundError: `huggingface_hub` is not installed (or PyTorch, for a
+            checkpoint that has only `pytorch_model.bin`).
     """
     handle = os.fspath(handle)
     if not handle.startswith(HANDLE_PREFIX):
@@ -205,8 +206,9 @@ def _download(handle: str, repo: str, revision: str) -> Path:
         import huggingface_hub
         from huggingface_hub import errors
     except ImportError:
-        raise ImportError(f"{handle}: loading hub handles needs huggingface_hub "
-                          "(pip install huggingface_hub)") from None
+        raise ModuleNotFoundError(f"{handle}: loading hub handles needs huggingface_hub "
+                                  "(pip install huggingface_hub)", name="huggingface_hub"
+                                  ) from None
 
     def snapshot(patterns: list[str]) -> Path:
         return Path(huggingface_hub.snapshot_download(

@@ -715,8 +715,12 @@ class MarianTokenizer:
 
     def to_keras_hub(self, **kwargs: object) -> object:
         """Not available: an in-graph Marian tokenizer (two SentencePiece models and an id
-        map) is not built yet, so a converted OPUS-MT translator does not export."""
-        raise NotImplementedError(
+        map) is not built yet, so a converted OPUS-MT translator does not export.
+
+        Raises:
+            ValueError: always (a one-line message for `zoo export`).
+        """
+        raise ValueError(
             "exporting an OPUS-MT (Marian) translator is not supported yet: its tokenizer "
             "(two SentencePiece models and vocab.json) has no in-graph version")
 

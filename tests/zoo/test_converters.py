@@ -268,3 +268,65 @@ def test_zoo_convert_hf_vit_writes_a_loadable_model_folder(hf_vit, tmp_path, cap
     assert "--force" in capsys.readouterr().err
     assert main(["convert", "marian", "--output", str(tmp_path / "m")]) == 2
     assert "convert marian needs SOURCE" in capsys.readouterr().err
+
+
+def test_marian_folder_with_opus_mt_tokenizer_files_translates_text(hf_marian, tmp_path,
+                                                                    capsys):
+    """A checkpoint folder holding source.spm, target.spm and vocab.json (`</s>` 0, `<unk>`
+    1, `<pad>` last) converts into a translator of text, equal to MarianMTModel.generate
+    decoded by MarianTokenizer, before and after a .keras round trip and `zoo convert`."""
+    import io
+    import json
+
+    import keras
+    import sentencepiece
+    from transformers import MarianTokenizer as ReferenceTokenizer
+
+    import zoo
+    from zoo.cli import main
+    from zoo.tokenizer import MarianTokenizer
+
+    rng = np.random.default_rng(6)
+    words = ["a", "dog", "runs", "the", "man", "rides", "red", "bike", "in", "park",
+             "woman", "sings", "blue", "car", "street", "child", "plays", "ball"]
+    texts = [" ".join(rng.choice(words, rng.integers(3, 9))) + "." for _ in range(400)]
+    proto = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=proto, vocab_size=80,
+        model_type="unigram", input_sentence_size=0, shuffle_input_sentence=False,
+        num_threads=1, minloglevel=2, hard_vocab_limit=False)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=proto.getvalue())
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
+              if not (processor.is_control(i) or processor.is_unknown(i))]
+    vocab = {"</s>": EOS, "<unk>": 1}
+    for piece in pieces[:VOCAB - 3]:
+        vocab[piece] = len(vocab)
+    for i in range(len(vocab), PAD):  # the model's vocabulary is larger than the pieces
+        vocab[f"<extra_{i}>"] = i
+    vocab["<pad>"] = PAD
+    hf_marian.save_pretrained(tmp_path / "opus")
+    for name in ("source.spm", "target.spm"):
+        (tmp_path / "opus" / name).write_bytes(proto.getvalue())
+    (tmp_path / "opus" / "vocab.json").write_text(json.dumps(vocab))
+
+    sentences = ["a dog runs in the park.", "the woman sings.", "a red car plays ball."]
+    reference = ReferenceTokenizer.from_pretrained(str(tmp_path / "opus"))
+    with torch.no_grad():
+        output = hf_marian.generate(**reference(sentences, return_tensors="pt", padding=True),
+                                    num_beams=1, do_sample=False, max_new_tokens=12,
+                                    bad_words_ids=[[PAD]])
+    expected = reference.batch_decode(output, skip_special_tokens=True)
+    assert any(expected)
+
+    model = translator_from_marian(tmp_path / "opus")
+    assert isinstance(model.tokenizer, MarianTokenizer)
+    assert model.translate(sentences, beam_size=1, max_length=12) == expected
+    model.save(tmp_path / "marian.keras")
+    loaded = keras.saving.load_model(tmp_path / "marian.keras")
+    assert isinstance(loaded.tokenizer, MarianTokenizer)
+    assert loaded.translate(sentences, beam_size=1, max_length=12) == expected
+    assert main(["convert", "marian", str(tmp_path / "opus"), "--output",
+                 str(tmp_path / "converted")]) == 0
+    capsys.readouterr()
+    converted = zoo.load(str(tmp_path / "converted"))
+    assert converted.translate(sentences, beam_size=1, max_length=12) == expected

@@ -9,6 +9,9 @@ a tensor of the wrong shape, or one left over, is an error that names it.
     translator_from_marian(path_or_tensors)   Hugging Face MarianMTModel (OPUS-MT) -> Translator
     load_minilm(model_dir=None)               all-MiniLM-L6-v2 (sentence-transformers) ->
                                               SentenceEncoder
+
+`zoo.converters.hub_builders` builds ready models (image normalisation, label names,
+tokenizers) from folders laid out as the hub has them, for `zoo.hub`'s `hf://` handles.
 """
 
 from zoo.converters.hf_vit import vit_from_hf, vit_from_timm

@@ -35,7 +35,7 @@ def checkpoint_tensors(folder: Path) -> Any:
 
     Raises:
         FileNotFoundError: no weights in the folder.
-        ImportError: only a `.bin` file and no PyTorch.
+        ModuleNotFoundError: only a `.bin` file and no PyTorch.
     """
     if (folder / "model.safetensors").is_file() or (folder / SAFETENSORS_INDEX).is_file():
         return folder
@@ -44,8 +44,9 @@ def checkpoint_tensors(folder: Path) -> Any:
         try:
             import torch
         except ImportError:
-            raise ImportError(f"{folder} has only pytorch_model.bin, which needs PyTorch to "
-                              "read (pip install torch)") from None
+            raise ModuleNotFoundError(f"{folder} has only pytorch_model.bin, which needs "
+                                      "PyTorch to read (pip install torch)", name="torch"
+                                      ) from None
         return load_tensors(torch.load(pickled, map_location="cpu", weights_only=True))
     raise FileNotFoundError(f"no weights in {folder} (model.safetensors or pytorch_model.bin)")
 

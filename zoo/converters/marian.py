@@ -17,20 +17,27 @@ One matrix serves as encoder and decoder embeddings and as the output projection
 equal it). The sinusoid tables (`model.*.embed_positions.weight`) are not weights of ours:
 where present they are checked against our table.
 
-Tokens: the converted model works on token ids (`Translator.search` / `generate`); it has no
-tokenizer, since OPUS-MT's SentencePiece models and `vocab.json` number pieces differently
-from `zoo.tokenizer.SubwordTokenizer`. Encode sources with the checkpoint's own
-`MarianTokenizer` (ids end with the eos id 0; pad with `pad_id`), decode the outputs with it.
+Tokens: without a tokenizer the converted model works on token ids (`Translator.search` /
+`generate`; sources end with the eos id 0 and are padded with `pad_id`). Pass
+`tokenizer=zoo.tokenizer.MarianTokenizer.from_folder(folder)` (OPUS-MT's `source.spm`,
+`target.spm` and `vocab.json`) to make it translate text; a checkpoint folder holding those
+files gets it by itself, and `zoo.hub` handles (`zoo.hub.load("hf://Helsinki-NLP/...")`) too.
 
 Example (files downloaded beforehand):
 
     >>> from zoo.converters.marian import translator_from_marian
     >>> model = translator_from_marian("opus-mt-en-de/")   # model.safetensors + config.json
     >>> tokens, _ = model.search(source_ids, beam_size=1)   # doctest: +SKIP
+    >>> from zoo.tokenizer import MarianTokenizer
+    >>> model = translator_from_marian(                     # doctest: +SKIP
+    ...     "opus-mt-en-de/", tokenizer=MarianTokenizer.from_folder("opus-mt-en-de/"))
+    >>> model.translate(["A dog runs."], beam_size=1)       # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +54,7 @@ from zoo.converters._tensors import (
     set_layer_norm,
     set_linear,
 )
+from zoo.tokenizer import MarianTokenizer
 from zoo.translator import Translator
 
 _EMBEDDING_NAMES = ("model.shared.weight", "model.encoder.embed_tokens.weight",
@@ -95,14 +103,15 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
     Args:
         state_dict_or_path: the model's tensors (`model.state_dict()` or a dict of NumPy
             arrays), a `.safetensors` file, or a directory with `model.safetensors` and
-            `config.json`.
+            `config.json`. A directory that also holds OPUS-MT's `source.spm`, `target.spm`
+            and `vocab.json` gives the model its `MarianTokenizer`.
         config: a `transformers.MarianConfig` or the dict of its `config.json`; read from
             the checkpoint's directory when None.
-        **overrides: other `Translator` arguments (`max_target_length`, `name`, `dtype`,
-            `suppressed_token_ids`, `force_end_at_max_length`, ...).
+        **overrides: other `Translator` arguments (`tokenizer`, `max_target_length`,
+            `name`, `dtype`, `suppressed_token_ids`, `force_end_at_max_length`, ...).
 
     Returns:
-        A built `Translator` without a tokenizer. Its teacher-forced logits equal the
+        A built `Translator` (without a tokenizer unless `tokenizer=` is given). Its teacher-forced logits equal the
         reference model's (`final_logits_bias` included), and greedy search
         (`search(ids, beam_size=1, max_length=n)`) gives the ids of
         `generate(ids, attention_mask=ids != pad, num_beams=1, do_sample=False,
@@ -117,6 +126,12 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
             vocabularies, encoder and decoder of different widths, odd `d_model`).
     """
     config = load_config(config, state_dict_or_path)
+    if "tokenizer" not in overrides and isinstance(state_dict_or_path, (str, os.PathLike)):
+        folder = Path(state_dict_or_path)
+        folder = folder if folder.is_dir() else folder.parent
+        if all((folder / name).is_file() for name in ("source.spm", "target.spm",
+                                                       "vocab.json")):
+            overrides["tokenizer"] = MarianTokenizer.from_folder(folder)
     ckpt = Checkpoint(load_tensors(state_dict_or_path), "Marian")
     if not config_value(config, "share_encoder_decoder_embeddings", True):
         raise ValueError("Translator shares one vocabulary between source and target; this "
