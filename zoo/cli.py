@@ -371,7 +371,13 @@ RECIPE_COMMANDS = ("train", "finetune")
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each flag's default after its help text."""
+    """Shows each flag's default after its help text (not an empty one: None, off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        empty = action.default is None or action.default is False
+        if empty or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _add_verbose(parser: argparse.ArgumentParser, top_level: bool = False) -> None:

@@ -24,13 +24,17 @@ import sys
 from typing import Iterator
 
 # Lines TensorFlow (and its CUDA/oneDNN plumbing) writes on every start; never the user's concern.
+# The prefix of an absl log line: `I0000 00:00:1795447617.969488    7382 port.cc:153] `.
+_ABSL = r"[IWE]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w./-]+:\d+\] "
 CHATTER_PATTERNS: tuple[str, ...] = (
     r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
-    # absl-format INFO and WARNING lines of the C++ runtime: `I0000 00:00:1795447617.969488  7382 port.cc:153] `
-    r"^[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w./-]+:\d+\] ",
-    # ERROR lines that only say the machine has no GPU or an optional fast path is off.
-    r"^E\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w./-]+:\d+\] .*(cuInit|[Cc]uda|CUDA|cuDNN|cuFFT|"
-    r"cuBLAS|TensorRT|oneDNN|Unable to register)",
+    # INFO lines of the C++ runtime (oneDNN notices, CPU features, device creation).
+    "^" + _ABSL.replace("[IWE]", "I"),
+    # WARNING and ERROR lines that only say the machine has no GPU, or an optional fast path
+    # is off; other warnings and errors come through.
+    "^" + _ABSL + r".*(failed call to cuInit|Could not find cuda drivers|"
+    r"Unable to register cu\w+ factory|Could not find TensorRT|TF-TRT Warning|oneDNN|"
+    r"computation placer already registered)",
     r"^This TensorFlow binary is optimized to use available CPU instructions",
     r"^To enable the following instructions: .*rebuild TensorFlow",
 )
