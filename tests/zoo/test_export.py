@@ -302,3 +302,55 @@ def test_bad_export_settings_are_one_line_errors(tmp_path, settings, message):
     with pytest.raises(ValueError, match=message) as error:
         export_model(str(tmp_path / "missing.keras"), tmp_path / "repository", **settings)
     assert "\n" not in str(error.value)
+
+
+# ---------------------------------------------------------------------- served image bounds
+def test_vit_refuses_huge_images_from_their_header_and_names_the_index(exported_vit):
+    """A PNG whose header says 10000 x 10000 is refused before decoding (the pixels are
+    never read), and a bad image's error names its index in the batch."""
+    import io
+    import struct
+    import zlib
+
+    from PIL import Image
+
+    from zoo.export import MAX_PIXELS
+
+    _, version = exported_vit
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(buffer, format="PNG")
+    small = buffer.getvalue()
+    ihdr = struct.pack(">II", 10000, 10000) + small[24:29]
+    huge = small[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + small[33:]
+    assert 10000 * 10000 > MAX_PIXELS
+    (result,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        "outcome = {}\n"
+        f"for key, batch in (('huge', [{small!r}, {huge!r}]), ('junk', [{small!r}, b'junk']),"
+        f" ('good', [{small!r}])):\n"
+        "    try:\n"
+        "        outcome[key] = int(f(images=tf.constant(batch))['labels'].shape[0])\n"
+        "    except tf.errors.InvalidArgumentError as error:\n"
+        "        outcome[key] = error.message\n"
+        "print(json.dumps(outcome))\n")
+    assert result["good"] == 1
+    assert "[image] [1] [has] [10000] [x] [10000]" in result["huge"]
+    assert str(MAX_PIXELS) in result["huge"]
+    assert "[image] [1] [is not a JPEG, PNG, GIF or BMP]" in result["junk"]
+
+
+def test_image_header_size_reads_every_format():
+    import io
+
+    import tensorflow as tf
+    from PIL import Image
+
+    from zoo.export import image_header_size
+
+    for format in ("JPEG", "PNG", "GIF", "BMP"):
+        buffer = io.BytesIO()
+        Image.fromarray(np.zeros((37, 53, 3), "uint8")).save(buffer, format=format)
+        known, height, width = image_header_size(tf.constant(buffer.getvalue()))
+        assert (bool(known), int(height), int(width)) == (True, 37, 53), format
+    for data in (b"", b"GI", b"not an image"):
+        assert [int(x) for x in image_header_size(tf.constant(data))] == [0, 0, 0]
