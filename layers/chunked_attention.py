@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from keras import ops
 
 from layers.attention import MASKED_LOGIT, _check_shapes, check_mask_broadcasts
@@ -109,7 +110,7 @@ def chunked_attention(
     query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
     query_length = query.shape[-2]
     key_length = _static_length("key", key)
-    q = ops.cast(query, "float32")
+    q = ops.cast(query, "float32") * scale  # scaled once: (T, d), not (T, block) per block
     rows = None
     if causal:
         rows = ops.expand_dims(ops.arange(query_length if query_length is not None
@@ -119,7 +120,13 @@ def chunked_attention(
         stop = min(start + block_size, key_length)
         k = ops.cast(key[..., start:stop, :], "float32")
         v = ops.cast(value[..., start:stop, :], "float32")
-        logits = ops.matmul(q, ops.swapaxes(k, -1, -2)) * scale  # (..., T, block)
+        block_q = q
+        if acc is not None:
+            # Adds exactly zero (the context so far is finite), but makes this block wait
+            # for the previous one to finish: graph executors would otherwise run every
+            # block's matmul at once, holding all the (T, S) scores again.
+            block_q = q + 0.0 * acc[..., :1]
+        logits = ops.matmul(block_q, ops.swapaxes(k, -1, -2))  # (..., T, block)
         allowed = None if mask is None else _mask_cols(mask, start, stop)
         if causal:
             cols = ops.expand_dims(ops.arange(start, stop, dtype="int32"), 0)
@@ -194,6 +201,20 @@ def _masked_context(logits: Any, allowed: Any | None, values: Any, fully_masked_
     return context
 
 
+def _band_pattern(start: int, stop: int, low: int, high: int, window: int, causal: bool,
+                  num_global: int) -> Any | None:
+    """The static band of query rows [start, stop) over keys [0, G) + [low, high), or None
+    where every key is visible."""
+    rows = np.arange(start, stop)[:, None]
+    cols = np.arange(low, high)[None, :]
+    local = np.abs(rows - cols) <= window
+    if causal:
+        local &= rows >= cols
+    # Global keys come before all of these rows, so every row sees them.
+    allowed = np.concatenate([np.ones((stop - start, num_global), bool), local], axis=1)
+    return None if allowed.all() else ops.convert_to_tensor(allowed)
+
+
 def sliding_window_attention(
     query: Any,
     key: Any,
@@ -257,28 +278,33 @@ def sliding_window_attention(
             allowed = _and(allowed, sliding_window_mask(
                 num_global, length, window=length, causal=True))
         contexts.append(_masked_context(logits, allowed, v, mean_value, check_empty))
-    global_cols = ops.arange(num_global, dtype="int32")
+    q = q * scale  # scaled once: (T, d), not (T, keys) per block
+    patterns: dict = {}  # the band is the same for every interior block: one constant each
     for start in range(num_global, length, block_size):
         stop = min(start + block_size, length)
         # Local keys this block can reach; those below num_global are the global keys.
-        low, high = max(start - window, num_global), (stop if causal else min(stop + window,
-                                                                              length))
-        block_k = ops.concatenate([k[..., :num_global, :], k[..., low:high, :]], axis=-2)
-        block_v = ops.concatenate([v[..., :num_global, :], v[..., low:high, :]], axis=-2)
-        logits = ops.matmul(q[..., start:stop, :], ops.swapaxes(block_k, -1, -2)) * scale
-        rows = ops.expand_dims(ops.arange(start, stop, dtype="int32"), -1)
-        cols = ops.concatenate([global_cols, ops.arange(low, high, dtype="int32")])
-        cols = ops.expand_dims(cols, 0)
-        allowed = ops.logical_or(ops.less_equal(ops.abs(rows - cols), window),
-                                 ops.less(cols, num_global))
-        if causal:
-            allowed = ops.logical_and(allowed, ops.greater_equal(rows, cols))
+        low = max(start - window, num_global)
+        high = stop if causal else min(stop + window, length)
+        block_k, block_v = k[..., low:high, :], v[..., low:high, :]
+        if num_global:
+            block_k = ops.concatenate([k[..., :num_global, :], block_k], axis=-2)
+            block_v = ops.concatenate([v[..., :num_global, :], block_v], axis=-2)
+        block_q = q[..., start:stop, :]
+        if contexts:
+            # Adds exactly zero, but makes this block wait for the previous one: graph
+            # executors would otherwise run all blocks at once, holding all their scores.
+            block_q = block_q + 0.0 * contexts[-1][..., :1, :1]
+        logits = ops.matmul(block_q, ops.swapaxes(block_k, -1, -2))  # (..., B, G + keys)
+        key = (start - low, stop - start, high - low)
+        if key not in patterns:
+            patterns[key] = _band_pattern(start, stop, low, high, window, causal, num_global)
+        allowed = patterns[key]
         if mask is not None:
             block_mask = _mask_rows(mask, start, stop)
             if block_mask.shape[-1] != 1:
                 block_mask = ops.concatenate(
                     [block_mask[..., :num_global], block_mask[..., low:high]], axis=-1)
-            allowed = ops.logical_and(allowed, block_mask)
+            allowed = block_mask if allowed is None else ops.logical_and(allowed, block_mask)
         contexts.append(_masked_context(logits, allowed, block_v, mean_value, check_empty))
     context = contexts[0] if len(contexts) == 1 else ops.concatenate(contexts, axis=-2)
     return ops.cast(context, value.dtype)
