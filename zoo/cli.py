@@ -399,8 +399,9 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     """The `zoo` argument parser.
 
     Args:
-        recipes: add the recipe flags of `train` and `finetune`, which imports the recipe
-            modules (and with them Keras); `main` asks for them only for those commands.
+        recipes: add the recipe flags of `train` and `finetune` (read from the recipe
+            modules' source, so Keras stays unloaded); `main` asks for them only for those
+            commands.
     """
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__.split("\n\n")[0],
                                      formatter_class=_HelpFormatter)
