@@ -178,7 +178,7 @@ def _tokenizer(recipe: TranslatorRecipe, train: list,
         return SubwordTokenizer.from_file(path)
     texts = [side for pair in train for side in pair]
     tokenizer = SubwordTokenizer.train(texts, vocabulary_size=recipe.vocabulary_size)
-    tokenizer.save(path)
+    write_atomically(path, tokenizer.save)  # a kill mid-write must not spoil the resume
     return tokenizer
 
 
