@@ -714,15 +714,17 @@ class MarianTokenizer:
         return self._pieces[int(token_id)]
 
     def to_keras_hub(self, **kwargs: object) -> object:
-        """Not available: an in-graph Marian tokenizer (two SentencePiece models and an id
-        map) is not built yet, so a converted OPUS-MT translator does not export.
+        """The same tokenizer inside a TensorFlow graph (TF and TF Text ops only), for
+        export: a `zoo.converters.marian_graph.MarianGraphTokenizer` layer, whose `tokenize`
+        gives the ids of `encode(..., add_end=False)` and `detokenize` the texts of `decode`.
+        (Named as `SubwordTokenizer`'s graph path, which `zoo.export` calls.)
 
-        Raises:
-            ValueError: always (a one-line message for `zoo export`).
+        Args:
+            **kwargs: layer arguments (`name`).
         """
-        raise ValueError(
-            "exporting an OPUS-MT (Marian) translator is not supported yet: its tokenizer "
-            "(two SentencePiece models and vocab.json) has no in-graph version")
+        from zoo.converters.marian_graph import MarianGraphTokenizer  # TensorFlow
+
+        return MarianGraphTokenizer(self, **kwargs)
 
 
 def _read_json(path: Path) -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import io
+import os
 import json
 import tarfile
 import threading
@@ -506,3 +507,44 @@ def test_unreachable_hub_and_nothing_cached_is_one_line(online):
         hub.load("hf://nobody/unreachable")
     message = one_line_error(error)
     assert "not in the Hugging Face cache" in message and "cannot be reached" in message
+
+
+# ---------------------------------------------------------------------- export
+def run_like_a_server(code: str) -> list:
+    """Runs `code` in a fresh process that imports only TensorFlow and TF Text (and checks
+    that nothing of ours, nor Keras-Hub, was loaded); returns its JSON lines."""
+    import subprocess
+    import sys
+
+    code = ("import tensorflow as tf, tensorflow_text, json, sys\n" + code
+            + "\nours = sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('zoo', 'layers', 'training', 'keras_hub', 'sentencepiece'))\n"
+              "assert not ours, ours\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.strip().splitlines()
+            if line.startswith(("[", "{"))]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
+def test_exported_opus_mt_handle_translates_strings_as_the_python_api(hub_cache, opus_mt,
+                                                                      multi30k, tmp_path):
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("export runs on the TensorFlow backend")
+    from zoo.export import export_model
+
+    publish(hub_cache, "Helsinki-NLP/opus-mt-tiny-en-de", opus_mt)
+    path = hub.resolve_handle("hf://Helsinki-NLP/opus-mt-tiny-en-de")
+    version = export_model(str(path), tmp_path / "serving", beam_size=2, name="opus-mt-tiny")
+    texts = read_gz(multi30k / "test_2016_flickr.en.gz", 20) + ["", "東京 café ½"]
+    expected = hub.load("hf://Helsinki-NLP/opus-mt-tiny-en-de").translate(texts, beam_size=2)
+    (served,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        f"out = f(sentences=tf.constant({texts!r}))\n"
+        "print(json.dumps([t.decode() for t in out['translations'].numpy()]))\n")
+    assert served == expected
+    assert len(set(served)) > 2 and served[20] == ""

@@ -299,8 +299,27 @@ def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
         assert loaded.encode(held_out) == tokenizer.encode(held_out)
         assert loaded.vocabulary == tokenizer.vocabulary
     assert tokenizer.id_to_piece(0) == "</s>"
-    with pytest.raises(ValueError, match="exporting an OPUS-MT"):
-        tokenizer.to_keras_hub()
+
+
+def test_marian_graph_tokenizer_agrees_with_python_path(marian_folder, held_out):
+    import tensorflow as tf
+
+    from zoo.tokenizer import MarianTokenizer
+
+    tokenizer = MarianTokenizer.from_folder(marian_folder)
+    graph_tokenizer = tokenizer.to_keras_hub()
+    texts = held_out + [">>de<< A dog runs.", "", "  two  spaces ", "東京 café ½", ">>x"]
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, tokenizer.vocabulary_size, (60, 12)).astype("int32")
+    ids[:5, 6:] = tokenizer.pad_id  # padded model output
+
+    @tf.function  # In a graph, as inside an exported SavedModel.
+    def run(texts, ids):
+        return graph_tokenizer.tokenize(texts), graph_tokenizer.detokenize(ids)
+
+    graph_ids, graph_texts = run(tf.constant(texts), tf.constant(ids))
+    assert graph_ids.to_list() == tokenizer.encode(texts, add_end=False)
+    assert [t.decode("utf-8") for t in graph_texts.numpy()] == tokenizer.decode(ids)
 
 
 def test_marian_tokenizer_truncates_and_refuses_bad_input(marian_folder, tmp_path):
