@@ -548,3 +548,30 @@ def test_exported_opus_mt_handle_translates_strings_as_the_python_api(hub_cache,
         "print(json.dumps([t.decode() for t in out['translations'].numpy()]))\n")
     assert served == expected
     assert len(set(served)) > 2 and served[20] == ""
+
+
+@pytest.mark.slow
+def test_exported_vit_handle_labels_equal_hugging_face(hub_cache, tmp_path, cifar_images):
+    """ImageNet normalisation folded into the patch projection survives export: PNG bytes
+    in, the checkpoint's label names out, equal to Hugging Face's argmax."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("export runs on the TensorFlow backend")
+    from zoo.export import export_model
+
+    reference = vit_folder(tmp_path / "vit", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    expected = [CIFAR_LABELS[i]
+                for i in hf_logits(tmp_path / "vit", reference, cifar_images).argmax(-1)]
+    publish(hub_cache, "google/vit-tiny-cifar", tmp_path / "vit")
+    version = export_model(str(hub.resolve_handle("hf://google/vit-tiny-cifar")),
+                           tmp_path / "serving", top_k=1, name="vit-tiny-cifar")
+    paths = []
+    for i, image in enumerate(cifar_images):
+        paths.append(str(tmp_path / f"{i}.png"))
+        image.save(paths[-1], format="PNG")  # lossless: the pixels Hugging Face saw
+    (served,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
+        f"out = f(images=tf.constant([open(p, 'rb').read() for p in {paths!r}]))\n"
+        "print(json.dumps([row[0].decode() for row in out['labels'].numpy()]))\n")
+    assert served == expected
