@@ -62,6 +62,7 @@ _SAFETENSORS_FILES = ["model.safetensors", "model.safetensors.index.json",
                       "model-*-of-*.safetensors"]
 _PICKLE_FILE = "pytorch_model.bin"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _TRUE = {"1", "on", "yes", "true"}
 
@@ -88,13 +89,22 @@ def parse_handle(handle: str) -> tuple[str, str | None]:
     """
     if not handle.startswith(HANDLE_PREFIX):
         raise ValueError(f"{handle!r} is not a hub handle (hf://ORG/NAME[@REVISION])")
-    repo, _, revision = handle[len(HANDLE_PREFIX):].partition("@")
+    repo, at, revision = handle[len(HANDLE_PREFIX):].partition("@")
     parts = repo.split("/")
     if (not 1 <= len(parts) <= 2 or not all(_NAME.fullmatch(p) for p in parts)
-            or "--" in repo or ".." in repo or (_ and not revision.strip())):
+            or "--" in repo or ".." in repo
+            or (at and not (_REVISION.fullmatch(revision) and ".." not in revision))):
         raise ValueError(f"malformed hub handle {handle!r}: expected hf://ORG/NAME or "
                          "hf://ORG/NAME@REVISION")
     return repo, (revision or None)
+
+
+def model_name(handle: str) -> str:
+    """A plain name for a handle's model (e.g. a served model's folder): the repository's
+    name (`hf://Helsinki-NLP/opus-mt-en-de@v1` -> `opus-mt-en-de`) or the folder's."""
+    if os.fspath(handle).startswith(HANDLE_PREFIX):
+        return parse_handle(handle)[0].rsplit("/", 1)[-1]
+    return Path(handle).expanduser().resolve().name
 
 
 def hub_cache_dir() -> Path:

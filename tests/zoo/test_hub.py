@@ -299,6 +299,7 @@ def test_hub_layout_folder_and_revisions(hub_cache, tmp_path, cifar_images):
     assert main == hub.resolve_handle("hf://org/vit@v1") == hub.resolve_handle(
         f"hf://org/vit@{COMMIT}")
     assert main.parent.name == COMMIT and main.parent.parent.name == "org--vit"
+    assert hub.model_name("hf://org/vit@v1") == "vit" == hub.model_name(str(tmp_path / "vit"))
     assert hub.resolve_handle("hf://org/vit@v2").parent.name == OTHER_COMMIT
     assert json.loads((main.parent / "source.json").read_text())["commit"] == COMMIT
     assert not [p for p in hub.hub_cache_dir().rglob("*") if ".part" in p.name]
@@ -410,7 +411,8 @@ def test_uncached_handle_offline_is_one_line(hub_cache):
 
 
 @pytest.mark.parametrize("handle", ["hf://", "hf://a/b/c", "hf://org/", "hf://org/name@",
-                                    "hf://org/../x", "hf://org/na me"])
+                                    "hf://org/../x", "hf://org/na me", "hf://org/name@..",
+                                    "hf://org/name@v1/../../x"])
 def test_malformed_handles(hub_cache, handle):
     with pytest.raises(ValueError, match="malformed hub handle") as error:
         hub.resolve_handle(handle)
