@@ -150,7 +150,7 @@ def _gradients(fn, q, k, v):
     if backend == "jax":
         import jax
 
-        return jax.grad(lambda *a: (fn(*a) * w).sum(), argnums=(0, 1, 2))(q, k, v)
+        return jax.jit(jax.grad(lambda *a: (fn(*a) * w).sum(), argnums=(0, 1, 2)))(q, k, v)
     if backend == "tensorflow":
         import tensorflow as tf
 
