@@ -1,6 +1,11 @@
 """Reusable Keras 3 attention layers, written with `keras.ops` only (no TensorFlow import)."""
 
 from layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from layers.chunked_attention import (
+    chunked_attention,
+    sliding_window_attention,
+    sliding_window_mask,
+)
 from layers.class_token import ClassToken
 from layers.feed_forward import FeedForward
 from layers.multi_head_attention import MultiHeadAttention
@@ -30,9 +35,12 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "causal_mask",
+    "chunked_attention",
     "fused_attention",
     "interpolate_position_embedding",
     "interpolate_position_embedding_2d",
     "scaled_dot_product_attention",
     "sinusoidal_position_encoding",
+    "sliding_window_attention",
+    "sliding_window_mask",
 ]
