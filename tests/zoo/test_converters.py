@@ -270,6 +270,7 @@ def test_zoo_convert_hf_vit_writes_a_loadable_model_folder(hf_vit, tmp_path, cap
     assert "convert marian needs SOURCE" in capsys.readouterr().err
 
 
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 def test_marian_folder_with_opus_mt_tokenizer_files_translates_text(hf_marian, tmp_path,
                                                                     capsys):
     """A checkpoint folder holding source.spm, target.spm and vocab.json (`</s>` 0, `<unk>`

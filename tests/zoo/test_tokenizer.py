@@ -260,6 +260,7 @@ def marian_folder(training_texts, tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
     pytest.importorskip("transformers")
     from transformers import MarianTokenizer as Reference
