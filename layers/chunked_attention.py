@@ -74,6 +74,33 @@ def _and(a: Any | None, b: Any | None) -> Any | None:
     return a if b is None else ops.logical_and(a, b)
 
 
+def _online_softmax_step(q: Any, key: Any, value: Any, allowed: Any | None,
+                         state: tuple | None) -> tuple:
+    """Folds one key block into (max, sum, context). A function of its own so that, run
+    eagerly, the block's `(T, block)` temporaries are freed when it returns."""
+    block_q = q
+    if state is not None:
+        # Adds exactly zero (the context so far is finite), but makes this block wait for
+        # the previous one to finish: graph executors would otherwise run every block's
+        # matmul at once, holding all the (T, S) scores again.
+        block_q = q + 0.0 * state[2][..., :1]
+    logits = ops.matmul(block_q, ops.swapaxes(ops.cast(key, "float32"), -1, -2))
+    if allowed is not None:
+        logits = ops.where(allowed, logits, MASKED_LOGIT)
+    block_max = ops.max(logits, axis=-1, keepdims=True)
+    new_max = block_max if state is None else ops.maximum(state[0], block_max)
+    logits = logits - new_max
+    weights = ops.exp(logits)  # unnormalised, (..., T, block)
+    del logits
+    block_sum = ops.sum(weights, axis=-1, keepdims=True)
+    block_context = ops.matmul(weights, ops.cast(value, "float32"))
+    if state is None:
+        return new_max, block_sum, block_context
+    running_max, running_sum, acc = state
+    correction = ops.exp(running_max - new_max)
+    return new_max, running_sum * correction + block_sum, acc * correction + block_context
+
+
 def chunked_attention(
     query: Any,
     key: Any,
@@ -115,39 +142,16 @@ def chunked_attention(
     if causal:
         rows = ops.expand_dims(ops.arange(query_length if query_length is not None
                                           else ops.shape(query)[-2], dtype="int32"), -1)
-    running_max = running_sum = acc = None
+    state = None  # (running max, running sum, unnormalised context), each (..., T, .)
     for start in range(0, key_length, block_size):
         stop = min(start + block_size, key_length)
-        k = ops.cast(key[..., start:stop, :], "float32")
-        v = ops.cast(value[..., start:stop, :], "float32")
-        block_q = q
-        if acc is not None:
-            # Adds exactly zero (the context so far is finite), but makes this block wait
-            # for the previous one to finish: graph executors would otherwise run every
-            # block's matmul at once, holding all the (T, S) scores again.
-            block_q = q + 0.0 * acc[..., :1]
-        logits = ops.matmul(block_q, ops.swapaxes(k, -1, -2))  # (..., T, block)
         allowed = None if mask is None else _mask_cols(mask, start, stop)
         if causal:
             cols = ops.expand_dims(ops.arange(start, stop, dtype="int32"), 0)
             allowed = _and(allowed, ops.greater_equal(rows, cols))
-        if allowed is not None:
-            logits = ops.where(allowed, logits, MASKED_LOGIT)
-        block_max = ops.max(logits, axis=-1, keepdims=True)
-        if running_max is None:
-            new_max = block_max
-        else:
-            new_max = ops.maximum(running_max, block_max)
-        weights = ops.exp(logits - new_max)  # unnormalised, (..., T, block)
-        block_sum = ops.sum(weights, axis=-1, keepdims=True)
-        block_context = ops.matmul(weights, v)
-        if running_max is None:
-            running_sum, acc = block_sum, block_context
-        else:
-            correction = ops.exp(running_max - new_max)
-            running_sum = running_sum * correction + block_sum
-            acc = acc * correction + block_context
-        running_max = new_max
+        state = _online_softmax_step(q, key[..., start:stop, :], value[..., start:stop, :],
+                                     allowed, state)
+    running_max, running_sum, acc = state
     return ops.cast(acc / running_sum, value.dtype)
 
 
@@ -223,7 +227,7 @@ def sliding_window_attention(
     causal: bool = False,
     global_tokens: int = 0,
     mask: Any | None = None,
-    block_size: int = 128,
+    block_size: int | None = None,
     scale: float | None = None,
 ) -> Any:
     """Local (banded) self-attention with optional global tokens, computed by query blocks.
@@ -244,7 +248,8 @@ def sliding_window_attention(
         causal: hide keys after each query's position.
         global_tokens: number of leading positions that attend to and are attended by all.
         mask: optional boolean array broadcastable to `(..., T, T)`, `True` = attend.
-        block_size: queries per block.
+        block_size: queries per block; by default the window clipped to [64, 256], so a
+            query block gathers at most about three windows of keys.
         scale: logit scale, `1 / sqrt(d_k)` by default.
 
     Returns:
@@ -258,6 +263,8 @@ def sliding_window_attention(
     """
     window = _positive_int("window", window, minimum=0)
     global_tokens = _positive_int("global_tokens", global_tokens, minimum=0)
+    if block_size is None:
+        block_size = min(max(window, 64), 256)
     block_size = _positive_int("block_size", block_size)
     query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
     length = _static_length("query", query)

@@ -76,7 +76,8 @@ class MultiHeadAttention(keras.layers.Layer):
             side (earlier ones only with a causal mask).
         global_tokens: with `attention_window`, how many leading positions attend globally.
         attention_block_size: if set, and no window, exact attention over blocks of this many
-            keys; with a window, the number of queries per block (128 by default).
+            keys; with a window, the number of queries per block (by default the window
+            clipped to [64, 256]).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -353,7 +354,7 @@ class MultiHeadAttention(keras.layers.Layer):
             context = sliding_window_attention(
                 q, k, v, self.attention_window, causal=causal,
                 global_tokens=self.global_tokens, mask=mask,
-                block_size=self.attention_block_size or 128)
+                block_size=self.attention_block_size)
         else:
             context = chunked_attention(q, k, v, mask=mask, causal=causal,
                                         block_size=self.attention_block_size)
