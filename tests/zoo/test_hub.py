@@ -11,12 +11,14 @@ is never used (`HF_HUB_OFFLINE=1`, or a hub served from 127.0.0.1).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import http.server
 import io
-import os
 import json
+import os
 import tarfile
 import threading
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -455,27 +457,86 @@ def test_missing_tensor_is_one_line_and_nothing_is_kept(hub_cache, tmp_path):
     assert kept_files(hub.hub_cache_dir()) == []
 
 
-class _Hub(http.server.BaseHTTPRequestHandler):
-    """A hub that knows no repository."""
+class ServedHub:
+    """A hub on 127.0.0.1 that serves folders as repositories, all at one commit: the
+    endpoints `huggingface_hub.snapshot_download` uses (revision info, file tree, HEAD and
+    GET of files); anything else is "Repository not found"."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.dumps({"error": "Repository not found"}).encode()
-        self.send_response(404)
-        self.send_header("X-Error-Code", "RepoNotFound")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def __init__(self, repos: dict, commit: str = COMMIT) -> None:
+        self.repos = {k: Path(v) for k, v in repos.items()}
+        self.commit = commit
+        self.requests = []
+        served = self
 
-    do_HEAD = do_GET
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
 
-    def log_message(self, *args) -> None:
-        pass
+            def send(self, code, body=b"", headers=None, head=False):
+                self.send_response(code)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+            def files(self, repo):
+                root = served.repos[repo]
+                return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+            def route(self, head):
+                url = urllib.parse.urlparse(self.path)
+                parts = urllib.parse.unquote(url.path).strip("/").split("/")
+                served.requests.append((self.command, url.path))
+                missing = (404, json.dumps({"error": "Repository not found"}).encode(),
+                           {"X-Error-Code": "RepoNotFound", "Content-Type": "application/json"})
+                if parts[:2] == ["api", "models"] and len(parts) >= 6:
+                    repo = "/".join(parts[2:4])
+                    if repo not in served.repos:
+                        return self.send(*missing, head=head)
+                    files = self.files(repo)
+                    if parts[4] == "revision":
+                        body = {"id": repo, "modelId": repo, "sha": served.commit, "private": False,
+                                "siblings": [{"rfilename": f} for f in files]}
+                    else:  # tree
+                        body = [{"type": "file", "path": f, "size": p.stat().st_size,
+                                 "oid": hashlib.sha1(p.read_bytes()).hexdigest()}
+                                for f, p in files.items()]
+                    return self.send(200, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"}, head=head)
+                if len(parts) >= 5 and parts[2] == "resolve":
+                    repo = "/".join(parts[:2])
+                    if repo not in served.repos:
+                        return self.send(*missing, head=head)
+                    files = self.files(repo)
+                    name = "/".join(parts[4:])
+                    if name not in files:
+                        return self.send(404, b"", {"X-Error-Code": "EntryNotFound"}, head=head)
+                    data = files[name].read_bytes()
+                    return self.send(200, data, {
+                        "X-Repo-Commit": served.commit,
+                        "ETag": '"' + hashlib.sha256(data).hexdigest() + '"',
+                        "Content-Type": "application/octet-stream"}, head=head)
+                return self.send(*missing, head=head)
+
+            def do_GET(self):
+                self.route(head=False)
+
+            def do_HEAD(self):
+                self.route(head=True)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
 
 
 @pytest.fixture
 def online(hub_cache, monkeypatch):
-    """Offline mode off (the hub is served from 127.0.0.1, or unreachable)."""
+    """Offline mode off; the hub is served from 127.0.0.1 (or unreachable)."""
     import huggingface_hub.constants
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
@@ -485,17 +546,52 @@ def online(hub_cache, monkeypatch):
 
 
 def test_no_such_repository_is_one_line(online):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    served = ServedHub({})
     try:
-        online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        online.setenv("HF_ENDPOINT", served.url)
         with pytest.raises(ValueError) as error:
             hub.load("hf://nobody/no-such-model")
     finally:
-        server.shutdown()
+        served.close()
     message = one_line_error(error)
     assert "hf://nobody/no-such-model: no such repository on the hub" in message
     assert kept_files(hub.hub_cache_dir()) == []
+
+
+def test_download_from_a_served_hub_then_offline(online, hub_cache, tmp_path, cifar_images,
+                                                 monkeypatch):
+    """The first load downloads (only the files a conversion reads) and converts; later
+    loads need neither the hub nor a conversion; refresh=True picks up a moved branch."""
+    reference = vit_folder(tmp_path / "vit", (0.5,) * 3, (0.5,) * 3)
+    (tmp_path / "vit" / "README.md").write_text("not needed")
+    expected = hf_logits(tmp_path / "vit", reference, cifar_images).argmax(-1)
+    images = np.stack([np.asarray(image) for image in cifar_images])
+    served = ServedHub({"google/vit-tiny": tmp_path / "vit"})
+    try:
+        online.setenv("HF_ENDPOINT", served.url)
+        model = hub.load("hf://google/vit-tiny")
+        fetched = sorted(path for method, path in served.requests if method == "GET"
+                         and "/resolve/" in path)
+        assert [p.rsplit("/", 1)[-1] for p in fetched] == [
+            "config.json", "model.safetensors", "preprocessor_config.json"]
+        served.requests.clear()
+        assert hub.resolve_handle("hf://google/vit-tiny") == hub.resolve_handle(
+            f"hf://google/vit-tiny@{COMMIT}")
+        assert served.requests == []  # known commit, kept model: no request at all
+        served.commit = OTHER_COMMIT  # main moves on
+        moved = hub.resolve_handle("hf://google/vit-tiny", refresh=True)
+        assert moved.parent.name == OTHER_COMMIT
+        assert hub.resolve_handle("hf://google/vit-tiny") == moved
+    finally:
+        served.close()
+    assert [top[0][0] for top in model.classify(images, top_k=1)] == [
+        CIFAR_LABELS[i] for i in expected]
+    # Offline, the server gone: the kept model still loads, without converting.
+    from zoo.converters import hub_builders
+
+    monkeypatch.setattr(hub_builders, "BUILDERS", {})
+    online.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.load("hf://google/vit-tiny").class_names == CIFAR_LABELS
 
 
 def test_unreachable_hub_and_nothing_cached_is_one_line(online):
