@@ -21,9 +21,16 @@ The architecture is read from `config.json`:
     MarianMTModel (OPUS-MT)        -> Translator with a `zoo.tokenizer.MarianTokenizer`
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
 
+DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification and
+load; the distilled ones (DeiTForImageClassification[WithTeacher]) are refused, since their
+distillation token has no place in the zoo's ViT. Weights come from `model.safetensors` (or
+its shards), else from `pytorch_model.bin` read with `torch.load(weights_only=True)`.
+
 Images: the converted ViTs take 0..255 images, as the shipped ViT does; the checkpoint's
 image processor normalisation (`preprocessor_config.json`, or timm's `mean`/`std`) is built in
-(folded into the patch projection where it is not mean = std = 0.5).
+(folded into the patch projection where it is not mean = std = 0.5). Images of another size
+are resized straight to the model's size (no resize-then-center-crop as DeiT's processor
+does), so such images can score slightly differently from the reference pipeline.
 
 Example:
     >>> from zoo.hub import load
