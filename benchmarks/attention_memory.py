@@ -1,18 +1,19 @@
 """Peak memory and time of dense, chunked and sliding-window attention as T grows (CPU).
 
-Batch 1, 4 heads, d_k 64, window 256, float32, TensorFlow backend, each function wrapped in
-one `tf.function` (graph mode, so that each key or query block's intermediates are freed as
-soon as they are consumed). Every (method, T) runs in its own subprocess, which:
+Batch 1, 4 heads, d_k 64, window 256, key blocks of 512, float32, TensorFlow backend with
+its Eigen kernels, in two modes: "graph" (one `tf.function`, as `model.fit` runs on a CPU)
+and "eager". Every (mode, method, T) runs in its own subprocess, which:
 
-1. imports Keras and the layers, creates the inputs and traces the function (without
-   running it, so that no earlier run's buffers sit in allocator caches);
+1. imports Keras and the layers, creates the inputs and, in graph mode, traces the function
+   (without running it, so that no earlier run's buffers sit in allocator caches);
 2. resets the peak resident set size (writing 5 to /proc/self/clear_refs) and notes the
    current RSS: a process that imported the same and holds the same inputs;
 3. runs the function once: the extra peak memory is VmHWM minus that RSS; then
    `--repeats - 1` more times: the time is the fastest run (the first included).
 
-glibc's mmap threshold is fixed at 64 KiB in the workers (MALLOC_MMAP_THRESHOLD_), so freed
-buffers go back to the system and do not hide the next call's allocations from the RSS.
+glibc's mmap threshold is fixed at 64 KiB in the workers (MALLOC_MMAP_THRESHOLD_) and oneDNN
+is off (it caches buffers of its own), so freed buffers go back to the system and the RSS
+follows what is live.
 
     python benchmarks/attention_memory.py                      # T = 512 ... 16384
     python benchmarks/attention_memory.py --lengths 512 1024 --repeats 1
@@ -33,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 METHODS = ("dense", "chunked", "window")
-HEADS, HEAD_DIM, WINDOW, BLOCK_SIZE, WINDOW_BLOCK = 4, 64, 256, 512, 128
+MODES = ("graph", "eager")
+HEADS, HEAD_DIM, WINDOW, BLOCK_SIZE = 4, 64, 256, 512
 
 
 def _status_kb(field: str) -> int:
@@ -52,7 +54,7 @@ def _available_mb() -> float:
     return float("inf")
 
 
-def worker(method: str, length: int, repeats: int) -> dict:
+def worker(method: str, length: int, repeats: int, mode: str) -> dict:
     """Runs one measurement in this process; returns its record."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     sys.path.insert(0, str(ROOT))
@@ -72,81 +74,98 @@ def worker(method: str, length: int, repeats: int) -> dict:
     elif method == "chunked":
         fn = lambda q, k, v: chunked_attention(q, k, v, block_size=BLOCK_SIZE)  # noqa: E731
     else:
-        fn = lambda q, k, v: sliding_window_attention(  # noqa: E731
-            q, k, v, WINDOW, block_size=WINDOW_BLOCK)
-    # Traced without running, so no earlier run's buffers sit in the allocator's caches.
-    graph = fn if os.environ.get("BENCH_EAGER") else tf.function(fn).get_concrete_function(q, k, v)
+        fn = lambda q, k, v: sliding_window_attention(q, k, v, WINDOW)  # noqa: E731
+    # Start the thread pools and kernels on something small, so their memory is baseline.
+    tf.nn.softmax(tf.matmul(q[..., :64, :], k[..., :64, :], transpose_b=True)).numpy()
+    if mode == "graph":
+        # Traced without running, so no earlier run's buffers sit in the allocator's caches.
+        fn = tf.function(fn).get_concrete_function(q, k, v)
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # VmHWM := VmRSS
     baseline_kb = _status_kb("VmRSS")
     start = time.perf_counter()
-    graph(q, k, v).numpy()
+    fn(q, k, v).numpy()
     times = [time.perf_counter() - start]
     extra_mb = (_status_kb("VmHWM") - baseline_kb) / 1024
     for _ in range(repeats - 1):
         start = time.perf_counter()
-        graph(q, k, v).numpy()
+        fn(q, k, v).numpy()
         times.append(time.perf_counter() - start)
-    return {"method": method, "length": length, "seconds": min(times),
+    return {"method": method, "mode": mode, "length": length, "seconds": min(times),
             "extra_peak_mb": round(extra_mb, 1), "repeats": repeats}
 
 
-def _dense_estimate_mb(length: int) -> float:
-    # Logits, softmax and its temporaries: about three float32 (heads, T, T) arrays.
-    return 3 * HEADS * length * length * 4 / 2**20
+def _dense_estimate_mb(length: int, mode: str) -> float:
+    # Scores and softmax: about two float32 (heads, T, T) arrays in a graph, three eagerly.
+    return (2 if mode == "graph" else 3) * HEADS * length * length * 4 / 2**20
 
 
-def run_all(lengths: list[int], repeats: int, timeout: float) -> list[dict]:
+def run_all(lengths: list[int], modes: list[str], repeats: int, timeout: float) -> list[dict]:
+    """Runs every (mode, T, method) in a fresh subprocess and prints a line for each."""
     records = []
+    # oneDNN keeps freed buffers in caches of its own, which the RSS would not show go away;
+    # the Eigen kernels allocate through malloc, where the fixed mmap threshold returns them.
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "MALLOC_MMAP_THRESHOLD_": "65536",
-           "TF_CPP_MIN_LOG_LEVEL": "3"}
-    for length in lengths:
-        for method in METHODS:
-            if method == "dense" and _dense_estimate_mb(length) > 0.8 * _available_mb():
-                print(f"{method:8s} T={length:6d}  skipped: about "
-                      f"{_dense_estimate_mb(length):.0f} MB needed", flush=True)
-                records.append({"method": method, "length": length, "skipped": "memory"})
-                continue
-            command = [sys.executable, __file__, "--worker", method, str(length),
-                       "--repeats", str(repeats)]
-            try:
-                done = subprocess.run(command, env=env, capture_output=True, text=True,
-                                      timeout=timeout, check=True)
-            except subprocess.TimeoutExpired:
-                print(f"{method:8s} T={length:6d}  skipped: over {timeout:.0f} s", flush=True)
-                records.append({"method": method, "length": length, "skipped": "time"})
-                continue
-            except subprocess.CalledProcessError as error:
-                raise SystemExit(f"worker {method} T={length} failed:\n{error.stderr[-2000:]}")
-            record = json.loads(done.stdout.strip().splitlines()[-1])
-            records.append(record)
-            print(f"{method:8s} T={length:6d}  {record['seconds']:8.3f} s  "
-                  f"{record['extra_peak_mb']:9.1f} MB", flush=True)
+           "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for mode in modes:
+        for length in lengths:
+            for method in METHODS:
+                where = f"{mode:5s} {method:8s} T={length:6d}"
+                needed = _dense_estimate_mb(length, mode)
+                if method == "dense" and needed > 0.8 * _available_mb():
+                    print(f"{where}  skipped: about {needed:.0f} MB needed", flush=True)
+                    records.append({"method": method, "mode": mode, "length": length,
+                                    "skipped": "memory"})
+                    continue
+                command = [sys.executable, __file__, "--worker", method, str(length),
+                           "--mode", mode, "--repeats", str(repeats)]
+                try:
+                    done = subprocess.run(command, env=env, capture_output=True, text=True,
+                                          timeout=timeout, check=True)
+                except subprocess.TimeoutExpired:
+                    print(f"{where}  skipped: over {timeout:.0f} s", flush=True)
+                    records.append({"method": method, "mode": mode, "length": length,
+                                    "skipped": "time"})
+                    continue
+                except subprocess.CalledProcessError as error:
+                    raise SystemExit(f"worker {where} failed:\n{error.stderr[-2000:]}")
+                record = json.loads(done.stdout.strip().splitlines()[-1])
+                records.append(record)
+                print(f"{where}  {record['seconds']:8.3f} s  {record['extra_peak_mb']:9.1f} MB",
+                      flush=True)
     return records
 
 
 def plot(records: list[dict], path: Path) -> None:
+    """Extra peak memory and time against T, one line per method and mode (log-log)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (memory_axes, time_axes) = plt.subplots(1, 2, figsize=(10, 4))
-    for method in METHODS:
-        rows = [r for r in records if r["method"] == method and "seconds" in r]
-        lengths = [r["length"] for r in rows]
-        memory_axes.plot(lengths, [max(r["extra_peak_mb"], 0.1) for r in rows], "o-",
-                         label=method)
-        time_axes.plot(lengths, [r["seconds"] for r in rows], "o-", label=method)
+    figure, (memory_axes, time_axes) = plt.subplots(1, 2, figsize=(11, 4.5))
+    colors = {"dense": "tab:red", "chunked": "tab:blue", "window": "tab:green"}
+    for mode, style in zip(MODES, ("o-", "s--")):
+        for method in METHODS:
+            rows = [r for r in records
+                    if r["method"] == method and r.get("mode") == mode and "seconds" in r]
+            if not rows:
+                continue
+            lengths = [r["length"] for r in rows]
+            label = f"{method} ({mode})"
+            memory_axes.plot(lengths, [max(r["extra_peak_mb"], 0.1) for r in rows], style,
+                             color=colors[method], label=label)
+            time_axes.plot(lengths, [r["seconds"] for r in rows], style,
+                           color=colors[method], label=label)
     for axes, label in ((memory_axes, "extra peak RSS (MB)"), (time_axes, "time (s)")):
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
         axes.set_xlabel("sequence length T")
         axes.set_ylabel(label)
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend()
-    figure.suptitle(f"Attention on the CPU: batch 1, {HEADS} heads, d_k {HEAD_DIM}, "
-                    f"window {WINDOW}, key block {BLOCK_SIZE}")
+        axes.legend(fontsize=7)
+    figure.suptitle(f"Attention on the CPU (TensorFlow): batch 1, {HEADS} heads, "
+                    f"d_k {HEAD_DIM}, window {WINDOW}, key block {BLOCK_SIZE}")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -155,21 +174,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+",
                         default=[512, 1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds allowed per measurement")
     parser.add_argument("--output", type=Path, default=RESULTS / "attention_memory.json")
     parser.add_argument("--worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, default="graph", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.repeats)))
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.repeats,
+                                args.mode)))
         return
-    records = run_all(args.lengths, args.repeats, args.timeout)
+    records = run_all(args.lengths, args.modes, args.repeats, args.timeout)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     setup = {"batch": 1, "heads": HEADS, "head_dim": HEAD_DIM, "window": WINDOW,
-             "key_block_size": BLOCK_SIZE, "window_query_block_size": WINDOW_BLOCK,
-             "dtype": "float32", "backend": "tensorflow (tf.function graph)",
-             "cpu_count": os.cpu_count(), "repeats": args.repeats}
+             "key_block_size": BLOCK_SIZE, "window_query_block_size": min(max(WINDOW, 64), 256),
+             "dtype": "float32", "backend": "tensorflow, Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0)",
+             "modes": args.modes, "cpu_count": os.cpu_count(), "repeats": args.repeats,
+             "note": "CPU shared with a training run: times are noisy"}
     args.output.write_text(json.dumps({"setup": setup, "records": records}, indent=1) + "\n")
     plot(records, args.output.with_suffix(".png"))
     print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
