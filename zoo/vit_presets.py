@@ -8,6 +8,13 @@ The ImageNet-scale presets are the paper's ViT-B/16 and ViT-L/16 and the DeiT pa
 ViT-Ti/16 and ViT-S/16 (Touvron et al., 2021, table 1), at 224 x 224 pixels, patch 16, with
 1000 classes: 5,717,416 (Ti), 22,050,664 (S), 86,567,656 (B) and 304,326,632 (L) parameters.
 
+"vit-s16-384-window" is ViT-S/16 at 384 x 384 pixels (a 24 x 24 grid, 577 tokens) with
+sliding-window attention (`attention_window`, see `layers.sliding_window_attention`): each
+patch attends to the patches within 48 positions of it in row-major order (two grid rows
+above and below), and the class token attends to and is attended by all (`global_tokens=1`);
+22,196,584 parameters with 1000 classes (the 224-pixel model's plus 380 more position
+embeddings).
+
 The CIFAR-scale presets take 32 x 32 images cut into 4 x 4 patches (an 8 x 8 grid, 65 tokens
 with the class token), the usual set-up for training a ViT from scratch on CIFAR-10:
 - "vit-cifar-tiny" (1,806,538 parameters with 10 classes) trains on a CPU;
@@ -40,6 +47,10 @@ VIT_PRESETS: dict[str, dict[str, Any]] = {
         **_IMAGENET, "hidden_dim": 1024, "num_layers": 24, "num_heads": 16,
         "intermediate_dim": 4096,
     },
+    "vit-s16-384-window": {
+        **_IMAGENET, "image_size": 384, "hidden_dim": 384, "num_layers": 12, "num_heads": 6,
+        "intermediate_dim": 1536, "attention_window": 48, "global_tokens": 1,
+    },
     "vit-cifar-tiny": {
         **_CIFAR, "hidden_dim": 192, "num_layers": 6, "num_heads": 3,
         "intermediate_dim": 384, "dropout": 0.1,
@@ -56,6 +67,8 @@ VIT_PRESET_DESCRIPTIONS: dict[str, str] = {
     "vit-s16-224": "ViT-S/16 (DeiT-S): 224 px, patch 16, 384 dim, 12 layers, 6 heads",
     "vit-b16-224": "ViT-B/16: 224 px, patch 16, 768 dim, 12 layers, 12 heads",
     "vit-l16-224": "ViT-L/16: 224 px, patch 16, 1024 dim, 24 layers, 16 heads",
+    "vit-s16-384-window": "ViT-S/16 at 384 px with sliding-window attention (window 48, "
+                          "the class token global): 577 tokens, 12 layers, 6 heads",
     "vit-cifar-tiny": "CIFAR-scale ViT: 32 px, patch 4, 192 dim, 6 layers, 3 heads",
     "vit-cifar-small": "CIFAR-scale ViT (~6.3M parameters): 32 px, patch 4, 384 dim, "
                        "7 layers, 8 heads",
