@@ -234,8 +234,9 @@ def _read_texts(texts: Sequence[str]) -> list[str]:
 def cmd_translate(args: argparse.Namespace) -> None:
     """`zoo translate`: one translation per line of TEXT arguments or stdin."""
     import zoo
+    from zoo.translator import Translator
 
-    model = zoo.load(args.model)
+    model = zoo.load(args.model, expect=Translator)
     texts = _read_texts(args.text)
     for line in model.translate(texts, beam_size=args.beam_size, max_length=args.max_length):
         print(line)
@@ -254,8 +255,9 @@ def cmd_classify(args: argparse.Namespace) -> None:
 
     import zoo
     from training.image_data import load_image
+    from zoo.vit import VisionTransformer
 
-    model = zoo.load(args.model)
+    model = zoo.load(args.model, expect=VisionTransformer)
     images = [load_image(path, image_size=model.image_size) for path in args.images]
     results = model.classify(np.stack(images), top_k=args.top_k)
     for path, top in zip(args.images, results):
@@ -296,8 +298,11 @@ def cmd_train(args: argparse.Namespace) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """`zoo evaluate`: BLEU and chrF of a translator, or top-1/top-5 accuracy of a ViT."""
     import zoo
+    from zoo.translator import Translator
+    from zoo.vit import VisionTransformer
 
-    model = zoo.load(args.model)
+    model = zoo.load(args.model,
+                     expect=Translator if args.task == "translator" else VisionTransformer)
     if args.task == "translator":
         from training.text_data import read_lines
         from zoo.translator_recipe import evaluate_translator

@@ -78,3 +78,14 @@ def test_manifest_sha256_matches_the_file(model_repository):
     _, folder = model_repository
     info = registry.list_models()["translator-test"]
     assert info["sha256"] == registry.sha256_of(folder / "model.keras")
+
+
+def test_a_verb_that_does_not_fit_the_model_is_refused_in_one_line(model_repository, tmp_path,
+                                                                    capsys):
+    from PIL import Image
+
+    image = tmp_path / "x.png"
+    Image.new("RGB", (8, 8)).save(image)
+    assert main(["classify", "--model", "translator-test", str(image)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"
