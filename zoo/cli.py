@@ -541,7 +541,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, FileNotFoundError, FileExistsError, TypeError, KeyError,
                 ModuleNotFoundError) as error:
             text = str(error).strip()
-            message = text.splitlines()[0] if text else repr(error)
+            # A user's mistake is one line; a many-line message (TensorFlow's "in user
+            # code: ...") is a bug, which keeps its traceback, as everything does with
+            # --verbose.
+            if verbose or args.verbose or len(text.splitlines()) > 1:
+                raise
+            message = text or repr(error)
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2

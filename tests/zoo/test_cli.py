@@ -89,3 +89,25 @@ def test_a_verb_that_does_not_fit_the_model_is_refused_in_one_line(model_reposit
     assert main(["classify", "--model", "translator-test", str(image)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"
+
+
+def test_a_bug_keeps_its_traceback(model_repository, monkeypatch, capsys):
+    import zoo.cli
+
+    def broken(args):
+        raise ValueError("in user code:\n\n    File 'decoding.py', line 1")
+
+    monkeypatch.setattr(zoo.cli, "cmd_models", broken)
+    parser = zoo.cli.build_parser
+    monkeypatch.setattr(zoo.cli, "build_parser",
+                        lambda recipes=True: _with_func(parser(recipes), broken))
+    with pytest.raises(ValueError, match="in user code"):
+        main(["models"])
+
+
+def _with_func(parser, func):
+    parser.set_defaults(func=func)
+    for action in parser._subparsers._group_actions:
+        for sub in action.choices.values():
+            sub.set_defaults(func=func)
+    return parser
