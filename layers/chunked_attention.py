@@ -292,15 +292,17 @@ def sliding_window_attention(
         # Local keys this block can reach; those below num_global are the global keys.
         low = max(start - window, num_global)
         high = stop if causal else min(stop + window, length)
-        block_k, block_v = k[..., low:high, :], v[..., low:high, :]
-        if num_global:
-            block_k = ops.concatenate([k[..., :num_global, :], block_k], axis=-2)
-            block_v = ops.concatenate([v[..., :num_global, :], block_v], axis=-2)
-        block_q = q[..., start:stop, :]
+        key_positions = np.concatenate([np.arange(num_global), np.arange(low, high)])
+        query_positions = np.arange(start, stop)
         if contexts:
-            # Adds exactly zero, but makes this block wait for the previous one: graph
-            # executors would otherwise run all blocks at once, holding all their scores.
-            block_q = block_q + 0.0 * contexts[-1][..., :1, :1]
+            # Shifts by exactly zero, but makes this block's gathers wait for the previous
+            # block: graph executors would otherwise copy every block's keys at once.
+            zero = ops.cast(0.0 * ops.reshape(contexts[-1][..., :1, :1], (-1,))[0], "int32")
+            key_positions = key_positions + zero
+            query_positions = query_positions + zero
+        block_k = ops.take(k, key_positions, axis=-2)  # (..., G + keys, d)
+        block_v = ops.take(v, key_positions, axis=-2)
+        block_q = ops.take(q, query_positions, axis=-2)
         logits = ops.matmul(block_q, ops.swapaxes(block_k, -1, -2))  # (..., B, G + keys)
         key = (start - low, stop - start, high - low)
         if key not in patterns:
