@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tarfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 _MARKER = ".extracted.json"
@@ -169,7 +170,7 @@ def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,
                     if not needed:  # every member the limit asks for is out: stop reading
                         complete = False
                         break
-    except tarfile.TarError as error:
+    except (tarfile.TarError, EOFError, zlib.error) as error:  # damaged or truncated
         raise ValueError(f"cannot read archive {archive_path}: {error}") from error
     if complete and members is None:
         _remember_members(archive_path, seen)

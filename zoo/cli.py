@@ -557,10 +557,11 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     """The first mistake in the files and model names a command was given, found without
     loading anything: an unknown model name, a missing model path, image or data file."""
     import zoo.registry as registry
+    from zoo.hub import is_handle  # a hub-layout folder converts when loaded, not here
 
     model = getattr(args, "model", None)
     if (args.command in ("translate", "classify", "evaluate", "export")
-            and isinstance(model, str) and "://" not in model
+            and isinstance(model, str) and "://" not in model and not is_handle(model)
             and hasattr(registry, "resolve")):
         try:
             registry.resolve(model)  # shipped names and local paths only: no download

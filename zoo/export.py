@@ -156,10 +156,16 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
                 MAX_PIXELS]),
         ]
         with tf.control_dependencies(checks):
-            # decode_image reads JPEG, PNG, GIF and BMP; corrupt bytes fail this request with
-            # InvalidArgument. Grayscale and RGBA become RGB, 16-bit PNGs 8-bit.
-            image = tf.io.decode_image(data, channels=3, dtype=tf.uint8,
-                                       expand_animations=False)
+            # JPEGs with the accurate integer DCT: the pixels PIL gives training and
+            # `classify` (tests/training/test_jpeg_decoding.py); decode_image's default fast
+            # DCT differs by up to 4 levels. decode_image reads PNG, GIF and BMP; corrupt
+            # bytes fail this request with InvalidArgument. Grayscale and RGBA become RGB,
+            # 16-bit PNGs 8-bit.
+            image = tf.cond(
+                tf.io.is_jpeg(data),
+                lambda: tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE"),
+                lambda: tf.io.decode_image(data, channels=3, dtype=tf.uint8,
+                                           expand_animations=False))
         return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
@@ -303,7 +309,11 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer; got {top_k!r}")
-    if name is None:
+    from zoo.hub import is_handle, model_name
+
+    if name is None and is_handle(name_or_path):
+        name = model_name(name_or_path)  # hf://Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de
+    elif name is None:
         path = Path(name_or_path.partition("#")[0])  # no URL fragment (#sha256=...)
         name = path.parent.name if path.name == "model.keras" else path.stem
     if not name or name.startswith(".") or "/" in name or os.sep in name:

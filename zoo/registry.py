@@ -170,7 +170,9 @@ def _fetch(url: str, destination: Path, timeout: float) -> str:
 
 
 def resolve(name_or_path: str) -> Path:
-    """The local `.keras` file for a shipped name, a path (file or model folder) or a URL.
+    """The local `.keras` file for a shipped name, a path (file or model folder), a URL, or
+    a hub handle (`hf://ORG/NAME[@REVISION]`, or a folder laid out as the hub has it), which
+    `zoo.hub` converts on first use and keeps.
 
     URLs are downloaded once into the cache (see `download`); the sha256 is checked when the
     URL ends with `#sha256=<hex>`.
@@ -192,6 +194,10 @@ def resolve(name_or_path: str) -> Path:
         return path
     if name_or_path.startswith(("http://", "https://")):
         return download(name_or_path)
+    from zoo.hub import is_handle, resolve_handle  # hf://ORG/NAME, hub-layout folders
+
+    if is_handle(name_or_path):
+        return resolve_handle(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         path = path / MODEL_FILE

@@ -20,7 +20,7 @@ from layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from layers.token_embedding import TokenEmbedding
 from layers.transformer_decoder import TransformerDecoderBlock
 from layers.transformer_encoder import TransformerEncoderBlock
-from zoo.decoding import beam_search, compile_for_backend, greedy_search
+from zoo.decoding import beam_search, check_search_settings, compile_for_backend, greedy_search
 from zoo.tokenizer import SubwordTokenizer
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -360,6 +360,10 @@ class Translator(keras.Model):
     def search(self, source_ids: np.ndarray, beam_size: int = 4, max_length: int | None = None,
                alpha: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
         """`generate`, compiled once per (batch, source length, beam, length, alpha)."""
+        # Before anything is traced: a bad value is one line, and a huge max_length never
+        # allocates its cache.
+        beam_size, max_length, alpha = check_search_settings(
+            beam_size, max_length, self.max_target_length, alpha)
         source_ids = np.asarray(source_ids, dtype="int32")
         self.ensure_built()
         if max_length is None:
@@ -407,6 +411,8 @@ class Translator(keras.Model):
             `list[str]`, or `(list[str], list[float])` with `return_scores`. Empty or blank
             inputs give empty translations.
         """
+        beam_size, max_length, alpha = check_search_settings(
+            beam_size, max_length, self.max_target_length, alpha)
         if isinstance(texts, (str, bytes)):
             texts = [texts]
         tokenizer = self._require_tokenizer()

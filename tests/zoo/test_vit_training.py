@@ -57,7 +57,7 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
             "--validation-size", "20", "--preset", micro_preset, "--batch-size", "20",
             "--output", str(out), "--warmup-epochs", "1", "--no-rand-augment"]
     assert main(args + ["--epochs", "1"]) == 0
-    assert main(args + ["--epochs", "2"]) == 0  # the same run, continued
+    assert main(args + ["--epochs", "2", "--force"]) == 0  # the same run, continued
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["epochs_this_run"] == 1
     capsys.readouterr()
