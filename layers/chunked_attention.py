@@ -80,10 +80,11 @@ def _online_softmax_step(q: Any, key: Any, value: Any, allowed: Any | None,
     eagerly, the block's `(T, block)` temporaries are freed when it returns."""
     block_q = q
     if state is not None:
-        # Adds exactly zero (the context so far is finite), but makes this block wait for
-        # the previous one to finish: graph executors would otherwise run every block's
-        # matmul at once, holding all the (T, S) scores again.
-        block_q = q + 0.0 * state[2][..., :1]
+        # Adds exactly zero (the running sum and context are finite), but makes this block
+        # wait until the previous block's scores have had their last use: graph executors
+        # (and XLA's buffer assignment) would otherwise keep every block's (T, block)
+        # scores alive at once.
+        block_q = q + 0.0 * (state[1] + state[2][..., :1])
     logits = ops.matmul(block_q, ops.swapaxes(ops.cast(key, "float32"), -1, -2))
     if allowed is not None:
         logits = ops.where(allowed, logits, MASKED_LOGIT)
