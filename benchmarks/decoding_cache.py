@@ -1,6 +1,6 @@
 """Greedy decoding speed with and without the key/value cache, as a ratio (CPU or GPU).
 
-    python benchmarks/decoding_cache.py [--preset transformer-multi30k] [--batch 16]
+    python benchmarks/decoding_cache.py [--architecture transformer-multi30k] [--batch 16]
         [--source-length 24] [--new-tokens 32] [--repeats 3]
 
 Both decoders are compiled (`compile_for_backend`) and generate the same tokens from the
@@ -23,7 +23,8 @@ import numpy as np
 from keras import ops
 
 from zoo.decoding import compile_for_backend, greedy_search
-from zoo.translator import PRESETS, Translator
+from zoo.presets import ARCHITECTURES, architectures
+from zoo.translator import Translator
 
 
 def uncached_greedy(model: Translator, source_ids, max_length: int, start_id: int = 2,
@@ -57,7 +58,8 @@ def timed(fn, *args, repeats: int) -> tuple[float, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default="transformer-multi30k", choices=sorted(PRESETS))
+    parser.add_argument("--architecture", default="transformer-multi30k",
+                        choices=list(architectures("Translator")))
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--source-length", type=int, default=24)
@@ -66,7 +68,8 @@ def main() -> None:
     args = parser.parse_args()
 
     keras.utils.set_random_seed(0)
-    model = Translator(vocabulary_size=args.vocabulary_size, **PRESETS[args.preset])
+    model = Translator(vocabulary_size=args.vocabulary_size,
+                       **ARCHITECTURES[args.architecture].config)
     model.ensure_built()
     rng = np.random.default_rng(0)
     source = rng.integers(4, args.vocabulary_size, (args.batch, args.source_length)).astype(
@@ -82,7 +85,7 @@ def main() -> None:
     result = {
         "backend": keras.backend.backend(),
         "machine": platform.processor() or platform.machine(),
-        "preset": args.preset,
+        "architecture": args.architecture,
         "settings": vars(args),
         "cached_seconds": round(t_cached, 4),
         "uncached_seconds": round(t_uncached, 4),

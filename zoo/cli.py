@@ -36,13 +36,13 @@ RECIPE_HELP: dict[str, str] = {
     "output": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)",
     "model": "start from this trained model (shipped name, .keras path or hub handle) "
              "instead of training PRESET from scratch",
-    "preset": "architecture to train from scratch",
+    "architecture": "architecture to train from scratch (untrained shape; see zoo models)",
     "epochs": "passes over the training data",
     "batch_size": "examples per training step",
     "learning_rate": "peak learning rate (translator: 'none' keeps the paper's schedule)",
     "label_smoothing": "label-smoothing factor of the cross-entropy loss",
     "clipnorm": "clip each gradient to this global norm ('none': no clipping)",
-    "dropout": "dropout rate overriding the preset's ('none': the preset's own)",
+    "dropout": "dropout rate overriding the architecture's ('none': its own)",
     "precision": "compute precision (mixed precision keeps float32 variables)",
     "seed": "random seed of initialisation, shuffling and augmentation",
     "force": "accept an OUTPUT folder that holds a finished run (it continues from its "

@@ -20,25 +20,10 @@ from layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from layers.token_embedding import TokenEmbedding
 from layers.transformer_decoder import TransformerDecoderBlock
 from layers.transformer_encoder import TransformerEncoderBlock
+from zoo import translator_presets  # noqa: F401  (registers the architectures)
 from zoo.decoding import beam_search, check_search_settings, compile_for_backend, greedy_search
+from zoo.presets import architecture_config, load_preset
 from zoo.tokenizer import SubwordTokenizer
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # The paper's base model (Table 3): 6+6 layers, d_model 512, 8 heads, d_ff 2048.
-    "transformer-base": dict(hidden_dim=512, num_encoder_layers=6, num_decoder_layers=6,
-                             num_heads=8, intermediate_dim=2048, dropout=0.1),
-    # Sized for Multi30k's 29,000 pairs (3+3 layers, d 256, as in the smaller published
-    # Multi30k baselines).
-    "transformer-multi30k": dict(hidden_dim=256, num_encoder_layers=3, num_decoder_layers=3,
-                                 num_heads=8, intermediate_dim=1024, dropout=0.1),
-    # The "Transformer-tiny" of Wu et al. (ACL 2021) that reaches 41.02 BLEU on Multi30k
-    # en-de: 4+4 layers, d_model 128, 4 heads, d_ff 256, dropout 0.3. Cheap enough for CPUs.
-    "transformer-small": dict(hidden_dim=128, num_encoder_layers=4, num_decoder_layers=4,
-                              num_heads=4, intermediate_dim=256, dropout=0.3),
-    # Trains in minutes on a CPU; for tests and the interim shipped model.
-    "transformer-tiny": dict(hidden_dim=128, num_encoder_layers=2, num_decoder_layers=2,
-                             num_heads=4, intermediate_dim=256, dropout=0.1),
-}
 
 TOKENIZER_ASSET = "tokenizer.model"
 
@@ -86,7 +71,7 @@ class Translator(keras.Model):
         `(batch, T, vocabulary_size)` float32 logits for the next target token.
 
     Example:
-    >>> model = Translator.from_preset("transformer-tiny", tokenizer=tokenizer)
+    >>> model = Translator.from_architecture("transformer-tiny", tokenizer=tokenizer)
     >>> model.translate(["A dog runs."], beam_size=4)
     """
 
@@ -196,14 +181,27 @@ class Translator(keras.Model):
 
     # ------------------------------------------------------------------ presets
     @classmethod
-    def from_preset(cls, preset: str, tokenizer: SubwordTokenizer,
-                    **overrides: Any) -> "Translator":
-        """A new (untrained) translator of a named size for `tokenizer`'s vocabulary."""
-        if preset not in PRESETS:
-            raise ValueError(
-                f"unknown translator preset {preset!r}; presets are {sorted(PRESETS)}")
-        config = {**PRESETS[preset], **overrides}
+    def from_architecture(cls, name: str, tokenizer: SubwordTokenizer,
+                          **overrides: Any) -> "Translator":
+        """A new, untrained translator of a named shape for `tokenizer`'s vocabulary.
+
+        Args:
+            name: an architecture of `zoo.translator_presets`, e.g. "transformer-small".
+            tokenizer: the subword tokenizer (its size is the vocabulary size).
+            **overrides: constructor arguments that replace the architecture's.
+
+        Raises:
+            ValueError: an unknown name (the message lists the known ones) or override.
+        """
+        config = architecture_config(cls, name, overrides)
         return cls(vocabulary_size=tokenizer.vocabulary_size, tokenizer=tokenizer, **config)
+
+    @classmethod
+    def from_preset(cls, name: str) -> "Translator":
+        """A trained translator: a shipped name ("translator-multi30k-en-de"), a model file or
+        folder, a URL or a hub handle ("hf://Helsinki-NLP/opus-mt-en-de"). As in keras-hub,
+        a preset means trained weights; untrained shapes come from `from_architecture`."""
+        return load_preset(cls, name)
 
     # ------------------------------------------------------------------ forward passes
     def _embed(self, token_ids: Any, start_index: Any = 0, training: bool | None = None

@@ -58,7 +58,7 @@ class TranslatorRecipe:
     tab-separated file or a zip member `archive.zip:member`, a validation split held out).
 
     With `model` (a shipped name or a `.keras` path) the run continues training that
-    translator on the new pairs, with its own tokenizer and architecture (`preset`,
+    translator on the new pairs, with its own tokenizer and architecture (`architecture`,
     `vocabulary_size` and `dropout` are then ignored).
 
     An `output` folder with checkpoints but no final model resumes. One that holds a finished
@@ -80,7 +80,7 @@ class TranslatorRecipe:
     tsv: str | None = None
     limit: int | None = None
     validation_limit: int | None = 500
-    preset: str = "transformer-multi30k"
+    architecture: str = "transformer-multi30k"
     vocabulary_size: int = 8000
     max_length: int = 64
     epochs: int = 20
@@ -184,7 +184,7 @@ def _tokenizer(recipe: TranslatorRecipe, train: list,
 
 def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
                      pretrained: Translator | None = None) -> Translator:
-    """The recipe's model (a new `preset`, or `pretrained` to train further), compiled with
+    """The recipe's model (a new `architecture`, or `pretrained` to train further), compiled with
     the paper's optimizer and a label-smoothed loss."""
     if pretrained is not None:
         model = pretrained
@@ -193,7 +193,7 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
                                          max_target_length=recipe.max_length)
         if recipe.dropout is not None:
             overrides["dropout"] = recipe.dropout
-        model = Translator.from_preset(recipe.preset, tokenizer, **overrides)
+        model = Translator.from_architecture(recipe.architecture, tokenizer, **overrides)
     scale = recipe.learning_rate_scale
     if recipe.learning_rate is not None:
         # The paper's schedule peaks at d^-0.5 * warmup^-0.5: scale it to the asked peak.

@@ -15,7 +15,6 @@ and rescaled to [-1, 1] (x / 127.5 - 1, the value range of the original ViT chec
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Mapping, Sequence
 
 import keras
@@ -30,7 +29,8 @@ from layers.transformer_encoder import TransformerEncoderBlock
 from layers.validation import image_size_pair, is_int, positive_int
 from zoo.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.image_batch import as_image_batch
-from zoo.vit_presets import VIT_PRESETS, vit_preset_config
+from zoo import vit_presets  # noqa: F401  (registers the architectures)
+from zoo.presets import architecture_config, architectures, load_preset
 
 POOLINGS = ("cls", "gap")
 
@@ -73,6 +73,11 @@ class VisionTransformer(keras.Model):
             the same; the patch embedding cuts the stem's feature map into
             `patch_size / 2 ** len(stem_filters)` squares (1 x 1 when they are equal).
             None (the default) for the plain ViT.
+        attention_window: sliding-window self-attention (`layers.sliding_window_attention`):
+            each token attends to the tokens within this many positions of it; None (the
+            default) for full attention. For many patches at high resolution.
+        global_tokens: with a window, how many leading tokens (the class token: 1) attend
+            to and are attended by every token.
         **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
 
     Call arguments:
@@ -88,7 +93,7 @@ class VisionTransformer(keras.Model):
 
     Example:
     >>> import numpy as np
-    >>> model = VisionTransformer.from_preset("vit-cifar-tiny", num_layers=1)
+    >>> model = VisionTransformer.from_architecture("vit-cifar-tiny", num_layers=1)
     >>> tuple(model(np.zeros((2, 32, 32, 3), "uint8")).shape)
     (2, 10)
     """
@@ -113,6 +118,8 @@ class VisionTransformer(keras.Model):
         num_channels: int = 3,
         pruned_heads: Mapping[int | str, Sequence[int]] | None = None,
         stem_filters: Sequence[int] | None = None,
+        attention_window: int | None = None,
+        global_tokens: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -184,9 +191,13 @@ class VisionTransformer(keras.Model):
                 num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=self.dropout,
                 attention_dropout=self.attention_dropout, activation="gelu",
                 normalize_first=True, layer_norm_epsilon=self.layer_norm_epsilon,
+                attention_window=attention_window, global_tokens=global_tokens,
                 dtype=policy, name=f"encoder_block_{i}")
             for i in range(num_layers)
         ]
+        # As the blocks checked and stored them.
+        self.attention_window = self.encoder_blocks[0].attention_window
+        self.global_tokens = self.encoder_blocks[0].global_tokens
         self.encoder_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
         self.representation = None
@@ -286,7 +297,7 @@ class VisionTransformer(keras.Model):
 
         Example:
         >>> import numpy as np
-        >>> model = VisionTransformer.from_preset("vit-cifar-tiny", num_layers=1)
+        >>> model = VisionTransformer.from_architecture("vit-cifar-tiny", num_layers=1)
         >>> len(model.classify(np.zeros((32, 32, 3), "uint8"), top_k=3)[0])
         3
         """
@@ -418,36 +429,37 @@ class VisionTransformer(keras.Model):
 
     # ------------------------------------------------------------------ config, presets
     @classmethod
-    def from_preset(cls, name: str, num_classes: int | None = None,
-                    **overrides: Any) -> "VisionTransformer":
-        """A freshly initialised model with a preset's architecture (see `vit_presets`).
+    def from_architecture(cls, name: str, num_classes: int | None = None,
+                          **overrides: Any) -> "VisionTransformer":
+        """A freshly initialised (untrained) model of a named shape (see `zoo.vit_presets`).
 
         Args:
-            name: a preset name, e.g. "vit-b16-224" or "vit-cifar-tiny".
-            num_classes: number of classes; the preset's (1000 or 10) when None.
-            **overrides: other constructor arguments that replace the preset's.
+            name: an architecture name, e.g. "vit-b16-224" or "vit-cifar-tiny".
+            num_classes: number of classes; the architecture's (1000 or 10) when None.
+            **overrides: other constructor arguments that replace the architecture's.
 
         Returns:
             A built `VisionTransformer`.
 
         Raises:
-            ValueError: for an unknown preset (the message lists the names) or an override
+            ValueError: for an unknown name (the message lists the names) or an override
                 that is not a constructor argument.
         """
-        config = vit_preset_config(name)
         if num_classes is not None:
-            config["num_classes"] = num_classes
-        known = list(inspect.signature(cls.__init__).parameters)[1:-1] + ["name", "dtype"]
-        unknown = sorted(set(overrides) - set(known))
-        if unknown:
-            raise ValueError(f"unknown VisionTransformer argument(s) {unknown}; expected "
-                             f"some of {known}")
-        return cls(**{**config, **overrides})
+            overrides["num_classes"] = num_classes
+        return cls(**architecture_config(cls, name, overrides))
+
+    @classmethod
+    def from_preset(cls, name: str) -> "VisionTransformer":
+        """A trained model: a shipped name ("vit-cifar10"), a model file or folder, a URL or
+        a hub handle ("hf://google/vit-base-patch16-224"). As in keras-hub, a preset means
+        trained weights; untrained shapes come from `from_architecture`."""
+        return load_preset(cls, name)
 
     @staticmethod
-    def presets() -> list[str]:
-        """The names `from_preset` accepts."""
-        return sorted(VIT_PRESETS)
+    def architectures() -> list[str]:
+        """The names `from_architecture` accepts."""
+        return list(architectures("VisionTransformer"))
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -470,5 +482,7 @@ class VisionTransformer(keras.Model):
             "num_channels": self.num_channels,
             "pruned_heads": {b: list(h) for b, h in self.pruned_heads.items()},
             "stem_filters": self.stem_filters,
+            "attention_window": self.attention_window,
+            "global_tokens": self.global_tokens,
         })
         return config

@@ -1,8 +1,8 @@
-"""Architecture presets of the Vision Transformer (Dosovitskiy et al., 2021, table 1).
+"""Architectures of the Vision Transformer (Dosovitskiy et al., 2021, table 1).
 
-A preset names an architecture, not trained weights: `VisionTransformer.from_preset(name)`
-builds a freshly initialised model of that shape. (Trained models are loaded with
-`zoo.load`.)
+An architecture names a shape, not trained weights: `VisionTransformer.from_architecture(name)`
+builds a freshly initialised model of that shape (see `zoo.presets`). Trained models are
+loaded with `VisionTransformer.from_preset` / `zoo.load`.
 
 The ImageNet-scale presets are the paper's ViT-B/16 and ViT-L/16 and the DeiT paper's
 ViT-Ti/16 and ViT-S/16 (Touvron et al., 2021, table 1), at 224 x 224 pixels, patch 16, with
@@ -20,76 +20,45 @@ with the class token), the usual set-up for training a ViT from scratch on CIFAR
 - "vit-cifar-tiny" (1,806,538 parameters with 10 classes) trains on a CPU;
 - "vit-cifar-small" (6,268,810 parameters with 10 classes) follows the ~6.3M-parameter ViT
   that reaches about 90% on CIFAR-10 trained from scratch with strong augmentation
-  (hidden 384, 7 layers, MLP 384).
+  (hidden 384, 7 layers, MLP 384);
+- "vit-cifar-hybrid" is the hybrid ViT of the paper's section 3.1 at CIFAR scale: two
+  stride-2 3 x 3 convolutions (48 and 96 channels, batch norm, ReLU; Xiao et al., 2021) then
+  1 x 1 patches of their 8 x 8 map, with vit-cifar-tiny's encoder.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from zoo.presets import register_architecture
+
 _IMAGENET = {"image_size": 224, "patch_size": 16, "num_classes": 1000}
 _CIFAR = {"image_size": 32, "patch_size": 4, "num_classes": 10}
 
-VIT_PRESETS: dict[str, dict[str, Any]] = {
-    "vit-ti16-224": {
-        **_IMAGENET, "hidden_dim": 192, "num_layers": 12, "num_heads": 3,
-        "intermediate_dim": 768,
-    },
-    "vit-s16-224": {
-        **_IMAGENET, "hidden_dim": 384, "num_layers": 12, "num_heads": 6,
-        "intermediate_dim": 1536,
-    },
-    "vit-b16-224": {
-        **_IMAGENET, "hidden_dim": 768, "num_layers": 12, "num_heads": 12,
-        "intermediate_dim": 3072,
-    },
-    "vit-l16-224": {
-        **_IMAGENET, "hidden_dim": 1024, "num_layers": 24, "num_heads": 16,
-        "intermediate_dim": 4096,
-    },
-    "vit-s16-384-window": {
-        **_IMAGENET, "image_size": 384, "hidden_dim": 384, "num_layers": 12, "num_heads": 6,
-        "intermediate_dim": 1536, "attention_window": 48, "global_tokens": 1,
-    },
-    "vit-cifar-tiny": {
-        **_CIFAR, "hidden_dim": 192, "num_layers": 6, "num_heads": 3,
-        "intermediate_dim": 384, "dropout": 0.1,
-    },
-    "vit-cifar-small": {
-        **_CIFAR, "hidden_dim": 384, "num_layers": 7, "num_heads": 8,
-        "intermediate_dim": 384, "dropout": 0.1,
-    },
-}
-"""Preset name -> `VisionTransformer` constructor arguments."""
 
-VIT_PRESET_DESCRIPTIONS: dict[str, str] = {
-    "vit-ti16-224": "ViT-Ti/16 (DeiT-Ti): 224 px, patch 16, 192 dim, 12 layers, 3 heads",
-    "vit-s16-224": "ViT-S/16 (DeiT-S): 224 px, patch 16, 384 dim, 12 layers, 6 heads",
-    "vit-b16-224": "ViT-B/16: 224 px, patch 16, 768 dim, 12 layers, 12 heads",
-    "vit-l16-224": "ViT-L/16: 224 px, patch 16, 1024 dim, 24 layers, 16 heads",
-    "vit-s16-384-window": "ViT-S/16 at 384 px with sliding-window attention (window 48, "
-                          "the class token global): 577 tokens, 12 layers, 6 heads",
-    "vit-cifar-tiny": "CIFAR-scale ViT: 32 px, patch 4, 192 dim, 6 layers, 3 heads",
-    "vit-cifar-small": "CIFAR-scale ViT (~6.3M parameters): 32 px, patch 4, 384 dim, "
-                       "7 layers, 8 heads",
-}
-"""Preset name -> a one-line description (for `zoo models` and the README)."""
+def _vit(name: str, description: str, **config: Any) -> None:
+    register_architecture("VisionTransformer", name, description, **config)
 
 
-def vit_preset_config(name: str) -> dict[str, Any]:
-    """The constructor arguments of a preset (a copy the caller may change).
-
-    Args:
-        name: a key of `VIT_PRESETS`.
-
-    Returns:
-        A new dict of `VisionTransformer` arguments.
-
-    Raises:
-        ValueError: if `name` is not a preset; the message lists the preset names.
-    """
-    if name not in VIT_PRESETS:
-        raise ValueError(
-            f"unknown ViT preset {name!r}; expected one of: {', '.join(sorted(VIT_PRESETS))}"
-        )
-    return dict(VIT_PRESETS[name])
+_vit("vit-ti16-224", "ViT-Ti/16 (DeiT-Ti): 224 px, patch 16, 192 dim, 12 layers, 3 heads",
+     **_IMAGENET, hidden_dim=192, num_layers=12, num_heads=3, intermediate_dim=768)
+_vit("vit-s16-224", "ViT-S/16 (DeiT-S): 224 px, patch 16, 384 dim, 12 layers, 6 heads",
+     **_IMAGENET, hidden_dim=384, num_layers=12, num_heads=6, intermediate_dim=1536)
+_vit("vit-b16-224", "ViT-B/16: 224 px, patch 16, 768 dim, 12 layers, 12 heads",
+     **_IMAGENET, hidden_dim=768, num_layers=12, num_heads=12, intermediate_dim=3072)
+_vit("vit-l16-224", "ViT-L/16: 224 px, patch 16, 1024 dim, 24 layers, 16 heads",
+     **_IMAGENET, hidden_dim=1024, num_layers=24, num_heads=16, intermediate_dim=4096)
+_vit("vit-s16-384-window",
+     "ViT-S/16 at 384 px with sliding-window attention (window 48, the class token global): "
+     "577 tokens, 12 layers, 6 heads",
+     **{**_IMAGENET, "image_size": 384}, hidden_dim=384, num_layers=12, num_heads=6,
+     intermediate_dim=1536, attention_window=48, global_tokens=1)
+_vit("vit-cifar-tiny", "CIFAR-scale ViT: 32 px, patch 4, 192 dim, 6 layers, 3 heads",
+     **_CIFAR, hidden_dim=192, num_layers=6, num_heads=3, intermediate_dim=384, dropout=0.1)
+_vit("vit-cifar-small",
+     "CIFAR-scale ViT (~6.3M parameters): 32 px, patch 4, 384 dim, 7 layers, 8 heads",
+     **_CIFAR, hidden_dim=384, num_layers=7, num_heads=8, intermediate_dim=384, dropout=0.1)
+_vit("vit-cifar-hybrid",
+     "CIFAR-scale hybrid ViT: conv stem (48, 96), 1 x 1 patches, 192 dim, 6 layers, 3 heads",
+     **_CIFAR, hidden_dim=192, num_layers=6, num_heads=3, intermediate_dim=384, dropout=0.1,
+     stem_filters=[48, 96])

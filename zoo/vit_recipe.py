@@ -75,7 +75,7 @@ class ViTRecipe:
     Fashion-MNIST's; `validation_size` images are held out from it.
 
     With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
-    training `preset` from scratch: its head is replaced when the classes differ, its position
+    training `architecture` from scratch: its head is replaced when the classes differ, its position
     embeddings are interpolated when `image_size` differs, the embeddings and the first
     `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
     learning rates.
@@ -94,7 +94,7 @@ class ViTRecipe:
     layer_decay: float = 1.0
     validation_size: int = 5000
     limit_per_class: int | None = None
-    preset: str = "vit-cifar-small"
+    architecture: str = "vit-cifar-small"
     image_size: int = 32
     epochs: int = 200
     batch_size: int = 128
@@ -250,7 +250,7 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
     """The recipe's model, compiled with AdamW (no decay on norms, biases, position
     embeddings, class token), warm-up then cosine, and label smoothing.
 
-    A new model of `recipe.preset`, or `recipe.model` prepared for fine-tuning (a new head
+    A new model of `recipe.architecture`, or `recipe.model` prepared for fine-tuning (a new head
     for other classes, interpolated position embeddings for another image size, frozen
     blocks, layer-wise learning-rate decay).
     """
@@ -260,7 +260,7 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         overrides: dict[str, Any] = {"image_size": recipe.image_size}
         if recipe.dropout is not None:
             overrides["dropout"] = recipe.dropout
-        model = VisionTransformer.from_preset(recipe.preset, num_classes=len(class_names),
+        model = VisionTransformer.from_architecture(recipe.architecture, num_classes=len(class_names),
                                               class_names=class_names, **overrides)
     freeze_blocks(model, recipe.freeze_blocks)
     multipliers = (layer_decay_multipliers(model, recipe.layer_decay)

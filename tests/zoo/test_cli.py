@@ -12,7 +12,7 @@ from zoo.translator import Translator
 def model_repository(small_tokenizer, tmp_path, monkeypatch):
     """A saved_models/ folder holding one small (untrained) translator."""
     keras.utils.set_random_seed(0)
-    model = Translator.from_preset("transformer-tiny", small_tokenizer, hidden_dim=32,
+    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
                                    intermediate_dim=64, num_heads=4, max_source_length=32,
                                    max_target_length=16)
     model.ensure_built()

@@ -36,7 +36,7 @@ def run_like_a_server(code: str) -> list:
 @pytest.fixture(scope="module")
 def exported_translator(small_tokenizer, tmp_path_factory):
     keras.utils.set_random_seed(3)
-    model = Translator.from_preset("transformer-tiny", small_tokenizer, hidden_dim=32,
+    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
                                    intermediate_dim=64, num_heads=4, max_source_length=32,
                                    max_target_length=24)
     model.ensure_built()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoo import vit_presets
+from zoo import presets
 from zoo.translator_recipe import TranslatorFinetuneRecipe, TranslatorRecipe, train_translator
 from zoo.vit_recipe import ViTFinetuneRecipe, ViTRecipe, load_images, train_vit
 
@@ -99,12 +99,13 @@ def test_training_refuses_to_overwrite(tmp_path, train, recipe_class, existing, 
 
 @pytest.mark.slow
 def test_vit_run_refuses_a_finished_run_then_continues_it_with_force(tmp_path, monkeypatch):
-    monkeypatch.setitem(vit_presets.VIT_PRESETS, "vit-nano", dict(
-        image_size=8, patch_size=4, hidden_dim=16, num_layers=1, num_heads=2,
-        intermediate_dim=32, dropout=0.0, attention_dropout=0.0))
+    monkeypatch.setitem(presets.ARCHITECTURES, "vit-nano", presets.Architecture(
+        "vit-nano", "VisionTransformer", dict(
+            image_size=8, patch_size=4, num_classes=10, hidden_dim=16, num_layers=1,
+            num_heads=2, intermediate_dim=32, dropout=0.0, attention_dropout=0.0), "test"))
     archive = _archive(tmp_path / "pets.tar.gz", {"cat": 10, "dog": 200})
     out = tmp_path / "run"
-    settings = dict(output=str(out), data=str(archive), preset="vit-nano", image_size=8,
+    settings = dict(output=str(out), data=str(archive), architecture="vit-nano", image_size=8,
                     validation_size=2, batch_size=4, warmup_epochs=0, augment=False)
     train_vit(ViTRecipe(epochs=1, **settings))
     first = (out / "model.keras").read_bytes()

@@ -8,7 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.translator import PRESETS, Translator
+from zoo.presets import ARCHITECTURES
+from zoo.translator import Translator
 
 SMALL = dict(hidden_dim=32, intermediate_dim=64, num_heads=4, num_encoder_layers=2,
              num_decoder_layers=2, max_source_length=32, max_target_length=24)
@@ -17,7 +18,7 @@ SMALL = dict(hidden_dim=32, intermediate_dim=64, num_heads=4, num_encoder_layers
 @pytest.fixture(scope="module")
 def model(small_tokenizer):
     keras.utils.set_random_seed(0)
-    return Translator.from_preset("transformer-tiny", small_tokenizer, **SMALL)
+    return Translator.from_architecture("transformer-tiny", small_tokenizer, **SMALL)
 
 
 def _batch(tokenizer, pairs):
@@ -28,7 +29,7 @@ def _batch(tokenizer, pairs):
 
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_cached_decoding_equals_full_pass(small_tokenizer, multi30k_pairs, normalize_first):
-    m = Translator.from_preset("transformer-tiny", small_tokenizer, **SMALL,
+    m = Translator.from_architecture("transformer-tiny", small_tokenizer, **SMALL,
                                normalize_first=normalize_first)
     source, target = _batch(small_tokenizer, multi30k_pairs[:3])
     full = np.array(m({"source_ids": source, "target_ids": target}))
@@ -101,8 +102,8 @@ def test_invalid_utf8_is_a_clear_error(model):
 def test_bad_call_inputs(model):
     with pytest.raises(ValueError, match="source_ids.*target_ids"):
         model(np.zeros((1, 3), "int32"))
-    with pytest.raises(ValueError, match="unknown translator preset 'nope'"):
-        Translator.from_preset("nope", model.tokenizer)
+    with pytest.raises(ValueError, match="unknown Translator architecture 'nope'"):
+        Translator.from_architecture("nope", model.tokenizer)
 
 
 def test_paper_base_preset_size(small_tokenizer):
@@ -110,7 +111,7 @@ def test_paper_base_preset_size(small_tokenizer):
     vocabulary the paper's Table 3 lists 65M parameters."""
     import zoo.tokenizer as tokenizer_module  # noqa: F401  (the fixture's class)
 
-    config = {**PRESETS["transformer-base"], "vocabulary_size": 37000}
+    config = {**ARCHITECTURES["transformer-base"].config, "vocabulary_size": 37000}
     base = Translator(**config)
     base({"source_ids": np.ones((1, 2), "int32"), "target_ids": np.ones((1, 2), "int32")})
     assert 60e6 < base.count_params() < 66e6

@@ -13,7 +13,7 @@ import pytest
 from zoo.translator_recipe import TranslatorRecipe, load_pairs, train_translator
 
 # A model just big enough to memorise 100 sentence pairs in a couple of minutes on a CPU.
-TINY = dict(preset="transformer-tiny", vocabulary_size=500, batch_size=16, warmup_steps=100,
+TINY = dict(architecture="transformer-tiny", vocabulary_size=500, batch_size=16, warmup_steps=100,
             learning_rate=2e-3, label_smoothing=0.0, dropout=0.0, beam_size=1,
             evaluate_every=1000, max_length=48)
 
@@ -38,7 +38,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(shared_data, tmp_path):
     command = [sys.executable, "-m", "zoo.cli", "train", "translator",
                "--multi30k", str(shared_data / "multi30k"), "--limit", "64",
                "--validation-limit", "8", "--epochs", "4", "--output", str(out),
-               "--preset", "transformer-tiny", "--vocabulary-size", "300",
+               "--architecture", "transformer-tiny", "--vocabulary-size", "300",
                "--batch-size", "16", "--beam-size", "1", "--evaluate-every", "100"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -71,7 +71,7 @@ def test_recipe_trains_on_each_backend_and_precision(shared_data, tmp_path, back
     command = [sys.executable, "-m", "zoo.cli", "train", "translator",
                "--multi30k", str(shared_data / "multi30k"), "--limit", "64",
                "--validation-limit", "4", "--epochs", "3", "--output", str(out),
-               "--preset", "transformer-tiny", "--vocabulary-size", "300",
+               "--architecture", "transformer-tiny", "--vocabulary-size", "300",
                "--batch-size", "16", "--beam-size", "1", "--evaluate-every", "100",
                "--warmup-steps", "10", "--learning-rate", "2e-3", "--precision", precision]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600,

@@ -12,7 +12,7 @@ from keras.src.backend.common import global_state
 from zoo.attention_rollout import attention_rollout
 from zoo.image_batch import as_image_batch
 from zoo.vit import VisionTransformer
-from zoo.vit_presets import VIT_PRESETS
+from zoo.presets import architectures
 
 TINY = dict(image_size=16, patch_size=4, num_classes=5, hidden_dim=16, num_layers=2,
             num_heads=4, intermediate_dim=32, head_initializer="glorot_uniform")
@@ -165,7 +165,7 @@ def test_preset_parameter_counts_equal_the_published_ones(name, expected):
     # Variables created in a StatelessScope that does not initialise them on exit are
     # never allocated: counting ViT-L/16 costs no memory.
     with keras.StatelessScope(initialize_variables=False):
-        model = VisionTransformer.from_preset(name)
+        model = VisionTransformer.from_architecture(name)
         count = model.count_params()
     # Keras keeps a global list of such variables, to allocate them later; drop ours.
     ours = {id(v) for v in model.variables}
@@ -175,22 +175,36 @@ def test_preset_parameter_counts_equal_the_published_ones(name, expected):
     assert count == expected
 
 
-def test_from_preset_applies_num_classes_and_overrides():
-    model = VisionTransformer.from_preset("vit-cifar-tiny", num_classes=3, num_layers=1,
+def test_from_architecture_applies_num_classes_and_overrides():
+    model = VisionTransformer.from_architecture("vit-cifar-tiny", num_classes=3, num_layers=1,
                                           class_names=["cat", "dog", "bird"])
     assert (model.image_size, model.patch_size, model.hidden_dim) == (32, 4, 192)
     assert model.image_shape == (32, 32, 3)
     assert (model.num_classes, model.num_layers, model.class_names[0]) == (3, 1, "cat")
     assert tuple(model(images(1, size=32)).shape) == (1, 3)
-    assert VisionTransformer.presets() == sorted(VIT_PRESETS)
+    assert VisionTransformer.architectures() == sorted(architectures("VisionTransformer"))
+    assert "vit-cifar-hybrid" in VisionTransformer.architectures()
 
 
-def test_unknown_preset_and_override_are_refused():
+def test_unknown_architecture_and_override_are_refused():
     with pytest.raises(ValueError, match="vit-huge") as error:
-        VisionTransformer.from_preset("vit-huge")
-    assert all(name in str(error.value) for name in VIT_PRESETS)
+        VisionTransformer.from_architecture("vit-huge")
+    assert all(name in str(error.value) for name in VisionTransformer.architectures())
+    assert "transformer-tiny" not in str(error.value)  # another model's architecture
     with pytest.raises(ValueError, match="hidden_size"):
-        VisionTransformer.from_preset("vit-cifar-tiny", hidden_size=10)
+        VisionTransformer.from_architecture("vit-cifar-tiny", hidden_size=10)
+    with pytest.raises(ValueError, match="transformer-tiny"):
+        VisionTransformer.from_architecture("transformer-tiny")
+
+
+def test_from_preset_means_trained_weights():
+    model = VisionTransformer.from_preset("vit-cifar10")
+    assert model.class_names[0] == "airplane"
+    with pytest.raises(ValueError, match="'vit-cifar-tiny' is an architecture, not trained "
+                                         r"weights: build .* VisionTransformer.from_architecture"):
+        VisionTransformer.from_preset("vit-cifar-tiny")
+    with pytest.raises(ValueError, match="is a Translator, not a VisionTransformer"):
+        VisionTransformer.from_preset("translator-multi30k-en-de")
 
 
 # --- image size change ----------------------------------------------------------------------
@@ -497,3 +511,14 @@ def test_hybrid_trains():
     for _ in range(5):
         last = fit_one_step(model, x, 5)
     assert last < first
+
+
+def test_window_attention_reaches_the_blocks_and_the_config():
+    model = tiny(attention_window=2, global_tokens=1)
+    assert all(b.attention_window == 2 and b.global_tokens == 1 for b in model.encoder_blocks)
+    config = model.get_config()
+    assert (config["attention_window"], config["global_tokens"]) == (2, 1)
+    dense = copy_of(model, attention_window=None, global_tokens=0)
+    x = images(2)
+    # 17 tokens, each patch seeing 2 neighbours each side: not the dense model's output.
+    assert not np.allclose(numpy(model(x)), numpy(dense(x)), atol=1e-4)

@@ -5,17 +5,18 @@ import json
 import numpy as np
 import pytest
 
-from zoo import vit_presets
+from zoo import presets
 from zoo.cli import main
 from zoo.vit_recipe import ViTRecipe, train_vit
 
-MICRO = dict(image_size=32, patch_size=4, hidden_dim=64, num_layers=2, num_heads=4,
+MICRO = dict(image_size=32, patch_size=4, num_classes=10, hidden_dim=64, num_layers=2, num_heads=4,
              intermediate_dim=128, dropout=0.0, attention_dropout=0.0)
 
 
 @pytest.fixture()
 def micro_preset(monkeypatch):
-    monkeypatch.setitem(vit_presets.VIT_PRESETS, "vit-cifar-micro", MICRO)
+    monkeypatch.setitem(presets.ARCHITECTURES, "vit-cifar-micro",
+                        presets.Architecture("vit-cifar-micro", "VisionTransformer", MICRO, ""))
     return "vit-cifar-micro"
 
 
@@ -31,7 +32,7 @@ def cifar_archive(shared_data):
 def test_tiny_vit_fits_200_real_images(cifar_archive, micro_preset, tmp_path):
     """A tiny ViT trained briefly on 200 real CIFAR-10 images fits them (> 90%)."""
     recipe = ViTRecipe(output=str(tmp_path / "run"), data=str(cifar_archive),
-                       limit_per_class=21, validation_size=10, preset=micro_preset,
+                       limit_per_class=21, validation_size=10, architecture=micro_preset,
                        epochs=60, batch_size=25, learning_rate=3e-3, warmup_epochs=2,
                        weight_decay=0.0, label_smoothing=0.0, augment=False)
     metrics = train_vit(recipe)
@@ -54,7 +55,7 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
                                                   capsys):
     out = tmp_path / "run"
     args = ["train", "vit", "--data", str(cifar_archive), "--limit-per-class", "6",
-            "--validation-size", "20", "--preset", micro_preset, "--batch-size", "20",
+            "--validation-size", "20", "--architecture", micro_preset, "--batch-size", "20",
             "--output", str(out), "--warmup-epochs", "1", "--no-rand-augment"]
     assert main(args + ["--epochs", "1"]) == 0
     assert main(args + ["--epochs", "2", "--force"]) == 0  # the same run, continued
@@ -87,7 +88,7 @@ def test_classify_refuses_a_corrupt_file_naming_it(micro_preset, tmp_path, capsy
 
     from zoo.vit import VisionTransformer
 
-    model = VisionTransformer.from_preset(micro_preset, num_classes=3,
+    model = VisionTransformer.from_architecture(micro_preset, num_classes=3,
                                           class_names=["a", "b", "c"])
     model(np.zeros((1, 32, 32, 3), "uint8"))
     model.save(tmp_path / "model.keras")
