@@ -67,6 +67,8 @@ RECIPE_HELP: dict[str, str] = {
     "beam_size": "beam width of the validation translations",
     "alpha": "length-penalty exponent of beam search",
     "evaluate_every": "score BLEU/chrF on the validation set every N epochs",
+    "average_last": "at the end, average the weights of the last N epoch checkpoints and keep "
+                    "the average if its validation BLEU is at least the last epoch's",
     # vit
     "data": "images: a folder with one subfolder per class, a .tar.gz of one, or a folder "
             "of MNIST-style IDX files",

@@ -27,7 +27,9 @@ import keras
 import numpy as np
 
 from layers.validation import is_int, positive_int
+from training.checkpoint_averaging import average_checkpoints
 from training.checkpointing import (
+    WEIGHTS_FILE,
     ResumableCheckpoint,
     prepare_run_folder,
     restore_latest,
@@ -95,6 +97,7 @@ class TranslatorRecipe:
     beam_size: int = 4
     alpha: float = 0.6
     evaluate_every: int = 1
+    average_last: int = 1
     seed: int = 0
     force: bool = False
 
@@ -120,7 +123,7 @@ def check_recipe(recipe: TranslatorRecipe) -> None:
         ValueError: a setting out of its range.
     """
     for name in ("epochs", "batch_size", "vocabulary_size", "warmup_steps",
-                 "evaluate_every"):
+                 "evaluate_every", "average_last"):
         positive_int(getattr(recipe, name), name)
     for name in ("limit", "validation_limit"):
         if getattr(recipe, name) is not None:
@@ -255,20 +258,26 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
         print(f"before fine-tuning: validation BLEU {before['bleu']:.2f}")
     bleu = TranslationMetricsCallback(translate, sources, references,
                                       every=recipe.evaluate_every)
-    # The last five epochs stay on disk, for checkpoint averaging.
-    callbacks = [bleu, ResumableCheckpoint(out / "checkpoints", keep=5),
+    # The last epochs stay on disk, for checkpoint averaging.
+    callbacks = [bleu, ResumableCheckpoint(out / "checkpoints",
+                                           keep=max(5, recipe.average_last)),
                  keras.callbacks.TensorBoard(str(out / "logs"))]
     started = time.time()
     history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
                         callbacks=callbacks, verbose=2)
     seconds = time.time() - started
 
-    write_atomically(out / "model.keras", model.save)
     if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:
         final = {"bleu": bleu.history[-1]["bleu"], "chrf": bleu.history[-1]["chrf"]}
     else:  # the last epoch was not evaluated (or there was nothing left to train)
         final = evaluate_translator(model, sources, references, recipe.beam_size,
                                     recipe.alpha)
+    averaged = _average_if_better(model, recipe, out / "checkpoints", final,
+                                  lambda: evaluate_translator(model, sources, references,
+                                                              recipe.beam_size, recipe.alpha))
+    if averaged is not None:
+        final = averaged
+    write_atomically(out / "model.keras", model.save)
     metrics = {
         "recipe": dataclasses.asdict(recipe),
         "backend": keras.backend.backend(),
@@ -283,9 +292,31 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     }
     if before is not None:
         metrics["validation_before"] = before
+    if recipe.average_last > 1:
+        metrics["checkpoint_averaging"] = {"last": recipe.average_last,
+                                           "kept": averaged is not None}
     write_atomically(out / "metrics.json",
                      lambda path: path.write_text(json.dumps(metrics, indent=2)))
     return metrics
+
+
+def _average_if_better(model: Translator, recipe: TranslatorRecipe, checkpoints: Path,
+                       final: dict, evaluate: Any) -> dict | None:
+    """Averages the last `recipe.average_last` epoch checkpoints into `model` and keeps the
+    average when its validation BLEU is at least the last epoch's (its scores are returned);
+    otherwise restores the last epoch's weights and returns None."""
+    files = sorted(checkpoints.glob(f"epoch-*/{WEIGHTS_FILE}"))[-recipe.average_last:]
+    if recipe.average_last <= 1 or len(files) < 2:
+        return None
+    last = model.get_weights()
+    average_checkpoints(model, files)
+    scores = evaluate()
+    print(f"average of the last {len(files)} checkpoints: validation BLEU "
+          f"{scores['bleu']:.2f} (last epoch {final['bleu']:.2f})")
+    if scores["bleu"] >= final["bleu"]:
+        return scores
+    model.set_weights(last)
+    return None
 
 
 def evaluate_translator(model: Translator, sources: list[str], references: list[str],

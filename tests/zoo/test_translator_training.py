@@ -83,3 +83,32 @@ def test_recipe_trains_on_each_backend_and_precision(shared_data, tmp_path, back
     losses = metrics["history"]["loss"]
     assert all(loss == loss for loss in losses), losses  # no NaN
     assert losses[-1] < losses[0], losses
+
+
+@pytest.mark.parametrize("averaged_bleu, kept", [(30.0, True), (10.0, False)])
+def test_checkpoint_average_is_kept_only_when_validation_says_so(small_tokenizer, tmp_path,
+                                                                 averaged_bleu, kept):
+    import numpy as np
+
+    from zoo.translator import Translator
+    from zoo.translator_recipe import _average_if_better
+
+    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=16,
+                                         intermediate_dim=32, num_heads=2)
+    model.ensure_built()
+    saved = []
+    for epoch in (1, 2, 3):
+        values = [np.full(w.shape, float(epoch), "float32") for w in model.get_weights()]
+        model.set_weights(values)
+        folder = tmp_path / f"epoch-{epoch:04d}"
+        folder.mkdir()
+        model.save_weights(str(folder / "model.weights.h5"))
+        saved.append(values)
+    last = model.get_weights()  # epoch 3's
+    recipe = TranslatorRecipe(average_last=2)
+    result = _average_if_better(model, recipe, tmp_path, {"bleu": 20.0},
+                                lambda: {"bleu": averaged_bleu})
+    expected = 2.5 if kept else 3.0  # the mean of epochs 2 and 3, or epoch 3 itself
+    assert (result is not None) == kept
+    for weight, before in zip(model.get_weights(), last):
+        np.testing.assert_allclose(weight, np.full(before.shape, expected), rtol=1e-6)
