@@ -23,21 +23,13 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from training.file_store import cache_dir, write_atomically
+
 _MARKER = ".extracted.json"
 _MEMBERS = "members.json"
-CACHE_ENV = "ZOO_CACHE_DIR"
 
 # sha256 of archives hashed in this process: (path, size, mtime_ns) -> hex digest.
 _DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def cache_dir() -> Path:
-    """The zoo's cache folder: `$ZOO_CACHE_DIR`, else `$XDG_CACHE_HOME/attention-zoo`, else
-    `~/.cache/attention-zoo`."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "attention-zoo"
 
 
 def archive_sha256(archive_path: str | os.PathLike) -> str:
@@ -61,8 +53,8 @@ def archive_sha256(archive_path: str | os.PathLike) -> str:
 
 
 def cached_archive_dir(archive_path: str | os.PathLike) -> Path:
-    """The cache folder of one archive's content: `<cache_dir()>/archives/<sha256[:16]>`."""
-    return cache_dir() / "archives" / archive_sha256(archive_path)[:16]
+    """The cache folder of one archive's content: `cache_dir("archives", sha256[:16])`."""
+    return cache_dir("archives", archive_sha256(archive_path)[:16])
 
 
 def extract_archive(
@@ -203,11 +195,9 @@ def _known_members(archive_path: Path) -> list[str] | None:
 def _remember_members(archive_path: Path, files: list[str]) -> None:
     """Records the archive's file list in the cache (best effort: a read-only cache is fine)."""
     try:
-        folder = cached_archive_dir(archive_path)
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / f".{_MEMBERS}.{os.getpid()}"
-        partial.write_text(json.dumps({"sha256": archive_sha256(archive_path), "files": files}))
-        os.replace(partial, folder / _MEMBERS)
+        record = json.dumps({"sha256": archive_sha256(archive_path), "files": files})
+        write_atomically(cached_archive_dir(archive_path) / _MEMBERS,
+                         lambda path: path.write_text(record))
     except (OSError, RuntimeError):
         pass
 

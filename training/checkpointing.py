@@ -30,10 +30,12 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import keras
 import numpy as np
+
+from training.file_store import fsync
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
@@ -59,44 +61,12 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     return found[-1][1] if found else None
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _plain(value: Any) -> Any:
     """A JSON-friendly version of a logs value."""
     try:
         return float(np.asarray(value))
     except (TypeError, ValueError):
         return str(value)
-
-
-def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
-    """Writes a file so that `path` holds either its old content or the complete new one.
-
-    `write(temporary)` writes a temporary file beside `path` (same folder, hence the same
-    file system; same suffix, as `model.save` wants `.keras`); it is flushed to disk and
-    renamed onto `path`. A crash at any point leaves at worst a hidden temporary file.
-
-    Example:
-        >>> write_atomically("run/model.keras", model.save)
-        >>> write_atomically("run/metrics.json", lambda p: p.write_text(text))
-    """
-    path = Path(path)
-    temporary = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    try:
-        write(temporary)
-        _fsync(temporary)
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
-    _fsync(path.parent)
-    return path
 
 
 FINAL_FILES = ("model.keras", "metrics.json")
@@ -190,14 +160,14 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         }
         (temporary / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
         for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
-            _fsync(temporary / name)
+            fsync(temporary / name)
 
         if final.exists():  # left by an earlier run that started over in this folder
             stale = self.directory / f".{final.name}.stale-{os.getpid()}"
             os.replace(final, stale)
             shutil.rmtree(stale)
         os.replace(temporary, final)
-        _fsync(self.directory)
+        fsync(self.directory)
         self._prune()
 
     def _prune(self) -> None:

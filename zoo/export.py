@@ -33,6 +33,8 @@ from typing import Any
 
 import keras
 
+from training.file_store import write_atomically
+
 SERVING_SIGNATURE = "serving_default"
 
 
@@ -216,14 +218,10 @@ def write_models_config(repository: str | os.PathLike) -> Path:
                 "    model_platform: \"tensorflow\"\n"
                 "  }\n")
     path = repository / "models.config"
-    temporary = repository / f".models.config.tmp-{uuid.uuid4().hex}"
-    try:
-        temporary.write_text("model_config_list {\n" + "".join(entries) + "}\n")
-        os.replace(temporary, path)  # TF Serving re-reads the file: never a half-written one
-    finally:
-        if temporary.exists():
-            temporary.unlink()
-    return path
+    # TF Serving re-reads the file: never a half-written one.
+    return write_atomically(
+        path, lambda temporary: temporary.write_text(
+            "model_config_list {\n" + "".join(entries) + "}\n"))
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -47,6 +47,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from training.file_store import cache_dir, write_atomically
+
 if TYPE_CHECKING:
     import keras
 
@@ -115,13 +117,9 @@ def model_name(handle: str) -> str:
 
 
 def hub_cache_dir() -> Path:
-    """Where converted hub models are kept: `$ZOO_CACHE_DIR/hub`, else
-    `$XDG_CACHE_HOME/attention-zoo/hub` (`~/.cache/attention-zoo/hub`); the same zoo cache
-    as `training.archives.cache_dir` (not imported: it would load TensorFlow)."""
-    if os.environ.get("ZOO_CACHE_DIR"):
-        return Path(os.environ["ZOO_CACHE_DIR"]).expanduser() / "hub"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "attention-zoo" / "hub"
+    """Where converted hub models are kept: the zoo's cache folder's `hub/`
+    (`training.file_store.cache_dir`)."""
+    return cache_dir("hub")
 
 
 def _hf_cache_dir() -> str:
@@ -187,7 +185,7 @@ def resolve_handle(handle: str, refresh: bool = False) -> Path:
         _save_atomically(model, target, {"handle": handle, "repo": repo,
                                          "revision": revision, "commit": commit})
     if revision != commit:
-        _write_atomically(_ref_file(repo, revision), commit.encode())
+        write_atomically(_ref_file(repo, revision), lambda path: path.write_bytes(commit.encode()))
     return target
 
 
@@ -357,16 +355,6 @@ def _one_line(error: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------- writing the cache
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.part-{os.getpid()}")
-    try:
-        partial.write_bytes(data)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-
-
 def _save_atomically(model: keras.Model, target: Path, source: Mapping[str, str]) -> None:
     """Saves `model` at `target` under a temporary name first; `source.json` beside it
     says where it came from."""
@@ -376,8 +364,8 @@ def _save_atomically(model: keras.Model, target: Path, source: Mapping[str, str]
     partial = folder / f".{target.stem}.part-{os.getpid()}.keras"
     try:
         model.save(partial)
-        _write_atomically(folder / "source.json",
-                          (json.dumps(dict(source), indent=2) + "\n").encode())
+        write_atomically(folder / "source.json",
+                         lambda path: path.write_text(json.dumps(dict(source), indent=2) + "\n"))
         os.replace(partial, target)
     except BaseException:
         if created:

@@ -15,6 +15,8 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from training.file_store import cache_dir, write_atomically
+
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
     import keras
 
@@ -53,13 +55,10 @@ class DownloadError(ValueError):
     """A URL that cannot be fetched, fails its sha256, or is refused (plain http, no hash)."""
 
 
-def cache_dir() -> Path:
-    """Where downloaded models are kept: `$ZOO_CACHE_DIR`, else `$KERAS_HOME/zoo_models`
-    (`~/.keras/zoo_models`)."""
-    if os.environ.get("ZOO_CACHE_DIR"):
-        return Path(os.environ["ZOO_CACHE_DIR"]).expanduser()
-    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    return Path(home) / "zoo_models"
+def downloads_dir() -> Path:
+    """Where downloaded models are kept: the zoo's cache folder's `downloads/`
+    (`training.file_store.cache_dir`)."""
+    return cache_dir("downloads")
 
 
 def download(url: str, timeout: float = 60.0) -> Path:
@@ -111,7 +110,7 @@ def download(url: str, timeout: float = 60.0) -> Path:
             "https, or append the file's #sha256=")
     filename = address.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or MODEL_FILE
     key = hashlib.sha256(f"{address}\n{expected or ''}".encode()).hexdigest()[:32]
-    folder = cache_dir() / key
+    folder = downloads_dir() / key
     local = folder / filename
     if local.is_file():
         if expected is None or sha256_of(local) == expected:
@@ -120,18 +119,13 @@ def download(url: str, timeout: float = 60.0) -> Path:
     if expected is None:
         print(f"zoo: warning: {address} has no #sha256=; its integrity is unchecked",
               file=sys.stderr)
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{filename}.part-{os.getpid()}"
-    try:
+    def fetch_and_check(partial: Path) -> None:
         digest = _fetch(address, partial, timeout)
         if expected is not None and digest != expected:
             raise DownloadError(f"{address} has sha256 {digest}, not the expected {expected}; "
                                 "the file was deleted")
-        os.replace(partial, local)
-    finally:
-        if partial.exists():
-            partial.unlink()
-    return local
+
+    return write_atomically(local, fetch_and_check)
 
 
 def _fetch(url: str, destination: Path, timeout: float) -> str:

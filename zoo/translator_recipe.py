@@ -28,12 +28,12 @@ import numpy as np
 
 from layers.validation import is_int, positive_int
 from training.checkpoint_averaging import average_checkpoints
+from training.file_store import write_atomically
 from training.checkpointing import (
     WEIGHTS_FILE,
     ResumableCheckpoint,
     prepare_run_folder,
     restore_latest,
-    write_atomically,
 )
 from training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from training.optimizers import transformer_adam

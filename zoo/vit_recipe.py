@@ -34,11 +34,11 @@ import numpy as np
 
 from layers.validation import positive_int
 from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
+from training.file_store import write_atomically
 from training.checkpointing import (
     ResumableCheckpoint,
     prepare_run_folder,
     restore_latest,
-    write_atomically,
 )
 from training.idx_data import (
     FASHION_MNIST_CLASSES,
@@ -260,8 +260,9 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         overrides: dict[str, Any] = {"image_size": recipe.image_size}
         if recipe.dropout is not None:
             overrides["dropout"] = recipe.dropout
-        model = VisionTransformer.from_architecture(recipe.architecture, num_classes=len(class_names),
-                                              class_names=class_names, **overrides)
+        model = VisionTransformer.from_architecture(
+            recipe.architecture, num_classes=len(class_names), class_names=class_names,
+            **overrides)
     freeze_blocks(model, recipe.freeze_blocks)
     multipliers = (layer_decay_multipliers(model, recipe.layer_decay)
                    if recipe.layer_decay != 1.0 else None)

@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from training import archives
-from training.archives import archive_sha256, cache_dir, extract_archive
+from training.archives import archive_sha256, extract_archive
+from training.file_store import CACHE_ENV, cache_dir
 
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(archives.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 
@@ -34,7 +35,7 @@ def _archive(path: Path, per_class: int = 5) -> Path:
 
 def test_cache_dir_follows_the_environment(private_cache, monkeypatch, tmp_path):
     assert cache_dir() == private_cache
-    monkeypatch.delenv(archives.CACHE_ENV)
+    monkeypatch.delenv(CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir() == tmp_path / "xdg" / "attention-zoo"
 

@@ -76,7 +76,7 @@ def test_a_bad_hash_is_deleted_and_refused_and_not_reused(server, monkeypatch) -
     _serve(root, "m/model.keras", b"tampered")
     with pytest.raises(registry.DownloadError, match="not the expected"):
         registry.resolve(f"{base}/m/model.keras#sha256={'0' * 64}")
-    cached = [p for p in registry.cache_dir().rglob("*") if p.is_file()]
+    cached = [p for p in registry.downloads_dir().rglob("*") if p.is_file()]
     assert cached == []
     # Without a hash the same URL downloads again (plain http is then refused; pretend the
     # transport was https by serving the same bytes through a patched fetch).

@@ -1,0 +1,71 @@
+"""Where the zoo keeps files, and how it writes them: whole or not at all.
+
+One cache folder (`cache_dir`) holds downloads, extracted archives and converted hub models.
+Every file a user keeps (a run's final model and metrics, a converted hub model, a download, a
+TF Serving `models.config`) goes through `write_atomically`, so a crash or a kill at any
+point leaves the old content or the complete new one, at worst with a hidden temporary file.
+No Keras here: the registry and the archive cache use it without loading TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+CACHE_ENV = "ZOO_CACHE_DIR"
+
+
+def cache_dir(*parts: str) -> Path:
+    """The zoo's cache folder, or a folder inside it: `$ZOO_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/attention-zoo`, else `~/.cache/attention-zoo` (not created here).
+
+    Example:
+        >>> cache_dir("hub")          # PosixPath('/home/me/.cache/attention-zoo/hub')
+    """
+    if os.environ.get(CACHE_ENV):
+        root = Path(os.environ[CACHE_ENV]).expanduser()
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+        root = root / "attention-zoo"
+    return root.joinpath(*parts)
+
+
+def fsync(path: str | os.PathLike) -> None:
+    """Flushes a file (or a folder's entries) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> Path:
+    """Writes a file so that `path` holds either its old content or the complete new one.
+
+    `write(temporary)` writes a temporary file beside `path` (same folder, hence the same
+    file system; same suffix, as `model.save` wants `.keras`); if it returns without raising,
+    the file is flushed to disk and renamed onto `path`. If it raises (a failed hash check,
+    say), the temporary file is deleted and `path` is untouched. The folder is created if
+    missing.
+
+    Returns:
+        `path`, as a `Path`.
+
+    Example:
+        >>> write_atomically("run/model.keras", model.save)
+        >>> write_atomically("run/metrics.json", lambda p: p.write_text(text))
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:12]}{path.suffix}")
+    try:
+        write(temporary)
+        fsync(temporary)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    fsync(path.parent)
+    return path
