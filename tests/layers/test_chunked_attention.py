@@ -219,3 +219,27 @@ def test_bad_arguments_name_the_value():
         sliding_window_attention(q2, k2, v2, 2)
     with pytest.raises(ValueError, match="does not broadcast"):
         chunked_attention(q, k, v, mask=np.ones((6, 5), bool))
+
+
+# --- memory under XLA -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["chunked", "window"])
+def test_xla_keeps_only_a_few_blocks_of_scores(method):
+    # XLA's own buffer plan (JAX): the compiled function's temporaries stay far below one
+    # (heads, T, T) score array, so blocks are not all alive at once.
+    if keras.backend.backend() != "jax":
+        pytest.skip("reads the XLA buffer plan through JAX")
+    import jax
+
+    length, heads = 1024, 2
+    x = np.zeros((1, heads, length, 16), "float32")
+    if method == "chunked":
+        fn = lambda q, k, v: chunked_attention(q, k, v, block_size=64)  # noqa: E731
+    else:
+        fn = lambda q, k, v: sliding_window_attention(q, k, v, 32)  # noqa: E731
+    analysis = jax.jit(fn).lower(x, x, x).compile().memory_analysis()
+    if analysis is None:
+        pytest.skip("this JAX gives no memory analysis")
+    scores_bytes = heads * length * length * 4
+    assert analysis.temp_size_in_bytes < scores_bytes / 3, analysis.temp_size_in_bytes
