@@ -93,7 +93,7 @@ def extract_archive(
             or limit_per_class < 1
         ):
             raise ValueError(
-                f"limit_per_class must be a positive integer or None; received {limit_per_class!r}"
+                f"limit_per_class must be a positive integer or None; got {limit_per_class!r}"
             )
     digest = archive_sha256(archive_path)
     in_cache = destination is None

@@ -63,9 +63,9 @@ class RandomCropWithPadding(keras.layers.Layer):
     ) -> None:
         super().__init__(**kwargs)
         if not isinstance(padding, int) or isinstance(padding, bool) or padding < 0:
-            raise ValueError(f"padding must be a non-negative integer; received {padding!r}")
+            raise ValueError(f"padding must be a non-negative integer; got {padding!r}")
         if fill_mode not in ("reflect", "constant"):
-            raise ValueError(f"fill_mode must be 'reflect' or 'constant'; received {fill_mode!r}")
+            raise ValueError(f"fill_mode must be 'reflect' or 'constant'; got {fill_mode!r}")
         self.padding = padding
         self.fill_mode = fill_mode
         self.seed = seed
@@ -80,13 +80,13 @@ class RandomCropWithPadding(keras.layers.Layer):
             images = images[None]
         if len(images.shape) != 4:
             raise ValueError(
-                "RandomCropWithPadding expects (batch, height, width, channels); received "
+                "RandomCropWithPadding expects (batch, height, width, channels); got "
                 f"shape {tuple(images.shape)}"
             )
         height, width, channels = images.shape[1], images.shape[2], images.shape[3]
         if self.fill_mode == "reflect" and min(height, width) <= self.padding:
             raise ValueError(
-                f"reflect padding of {self.padding} needs images larger than that; received "
+                f"reflect padding of {self.padding} needs images larger than that; got "
                 f"{height}x{width}"
             )
         p = self.padding
@@ -150,7 +150,7 @@ def cifar_augmentation(
     (8, 32, 32, 3)
     """
     if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 8:
-        raise ValueError(f"image_size must be an integer of at least 8; received {image_size!r}")
+        raise ValueError(f"image_size must be an integer of at least 8; got {image_size!r}")
 
     def derived(offset: int) -> int | None:
         return None if seed is None else seed + offset
@@ -211,9 +211,9 @@ class MixBatch(keras.layers.Layer):
     ) -> None:
         super().__init__(**kwargs)
         if kind not in ("mixup", "cutmix"):
-            raise ValueError(f"kind must be 'mixup' or 'cutmix'; received {kind!r}")
+            raise ValueError(f"kind must be 'mixup' or 'cutmix'; got {kind!r}")
         if alpha is not None and (not isinstance(alpha, (int, float)) or alpha <= 0):
-            raise ValueError(f"alpha must be a positive number or None; received {alpha!r}")
+            raise ValueError(f"alpha must be a positive number or None; got {alpha!r}")
         self.kind = kind
         self.alpha = alpha
         self.seed = seed
@@ -225,7 +225,7 @@ class MixBatch(keras.layers.Layer):
         if len(images.shape) != 4 or len(labels.shape) != 2:
             raise ValueError(
                 "MixBatch expects images (batch, height, width, channels) and one-hot labels "
-                f"(batch, num_classes); received {tuple(images.shape)} and "
+                f"(batch, num_classes); got {tuple(images.shape)} and "
                 f"{tuple(labels.shape)}"
             )
         if not training:

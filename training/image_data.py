@@ -15,11 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from layers.validation import positive_int
+from layers.validation import image_size_pair, positive_int
 from training.archives import extract_archive
 from training.image_files import (
     IMAGE_EXTENSIONS,
-    as_image_size,
     load_image,
     scan_image_folder,
 )
@@ -80,7 +79,7 @@ def load_image_folder_numpy(
         The errors of `scan_image_folder` and `load_image`; ValueError when `image_size` is
         `None` and image sizes differ.
     """
-    size = None if image_size is None else as_image_size(image_size)
+    size = None if image_size is None else image_size_pair(image_size)
     if limit_per_class is not None:
         limit_per_class = positive_int(limit_per_class, "limit_per_class")
     paths, labels, class_names = scan_image_folder(directory)
@@ -130,7 +129,7 @@ def train_validation_split(
     if isinstance(validation_size, (float, np.floating)):
         if not 0.0 < validation_size < 1.0:
             raise ValueError(
-                f"a fractional validation_size must lie in (0, 1); received {validation_size}"
+                f"a fractional validation_size must lie in (0, 1); got {validation_size}"
             )
         count = int(round(n * float(validation_size)))
         count = min(max(count, 1), n - 1)
@@ -138,13 +137,13 @@ def train_validation_split(
         count = int(validation_size)
     else:
         raise ValueError(
-            f"validation_size must be an int count or a float fraction; received "
+            f"validation_size must be an int count or a float fraction; got "
             f"{validation_size!r}"
         )
     if not 1 <= count <= n - 1:
         raise ValueError(
             f"validation_size must leave at least one example on each side of the split: "
-            f"expected 1..{n - 1} for n={n}, received {validation_size!r}"
+            f"expected 1..{n - 1} for n={n}; got {validation_size!r}"
         )
     rng = np.random.default_rng(seed)
     if labels is None:
@@ -152,7 +151,7 @@ def train_validation_split(
         return np.sort(permutation[count:]), np.sort(permutation[:count])
     labels = np.asarray(labels)
     if labels.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},) to match n; received {labels.shape}")
+        raise ValueError(f"labels must have shape ({n},) to match n; got {labels.shape}")
     classes, sizes = np.unique(labels, return_counts=True)
     quotas = sizes * (count / n)
     shares = np.floor(quotas).astype(int)
@@ -202,17 +201,17 @@ def image_folder_tf_dataset(
         (batch,))`, with `class_names` set as an attribute; a pair of them for `"both"`.
         The validation dataset is never shuffled.
     """
-    size = as_image_size(image_size)
+    size = image_size_pair(image_size)
     batch_size = positive_int(batch_size, "batch_size")
     if (validation_split is None) != (subset is None):
         raise ValueError(
             "validation_split and subset go together: pass both (subset='training', "
-            f"'validation' or 'both') or neither; received validation_split={validation_split!r}"
+            f"'validation' or 'both') or neither; got validation_split={validation_split!r}"
             f", subset={subset!r}"
         )
     if subset not in (None, "training", "validation", "both"):
         raise ValueError(
-            f"subset must be 'training', 'validation' or 'both'; received {subset!r}"
+            f"subset must be 'training', 'validation' or 'both'; got {subset!r}"
         )
     paths, labels, class_names = scan_image_folder(directory)
     if validation_split is None:
@@ -287,10 +286,10 @@ def tfds_image_dataset(
         A `tf.data.Dataset` of `(images uint8 (batch, height, width, 3), labels int32)`.
     """
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name must be a TFDS dataset name such as 'cifar10'; received {name!r}")
+        raise ValueError(f"name must be a TFDS dataset name such as 'cifar10'; got {name!r}")
     if not isinstance(split, str) or not split.strip():
-        raise ValueError(f"split must be a TFDS split such as 'train'; received {split!r}")
-    height, width = as_image_size(image_size)
+        raise ValueError(f"split must be a TFDS split such as 'train'; got {split!r}")
+    height, width = image_size_pair(image_size)
     batch_size = positive_int(batch_size, "batch_size")
     try:
         import tensorflow as tf

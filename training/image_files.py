@@ -22,27 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from layers.validation import image_size_pair
+
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
-
-
-def as_image_size(image_size, name: str = "image_size") -> tuple[int, int]:
-    """Checks an image size given as `(height, width)` or one int (a square); returns the pair.
-
-    Raises:
-        ValueError: not two positive integers (the message names `name` and the value).
-    """
-    if isinstance(image_size, (int, np.integer)) and not isinstance(image_size, bool):
-        image_size = (int(image_size), int(image_size))
-    if (
-        not isinstance(image_size, (tuple, list))
-        or len(image_size) != 2
-        or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in image_size)
-        or min(image_size) < 1
-    ):
-        raise ValueError(
-            f"{name} must be (height, width) with two positive integers; received {image_size!r}"
-        )
-    return int(image_size[0]), int(image_size[1])
 
 
 def _is_image_file(path: Path) -> bool:
@@ -132,7 +114,7 @@ def load_image(path: str | os.PathLike, image_size=None) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
-    size = None if image_size is None else as_image_size(image_size)
+    size = None if image_size is None else image_size_pair(image_size)
     if not path.is_file():
         raise FileNotFoundError(f"image file {path} does not exist")
     try:

@@ -15,8 +15,8 @@ image of a batch gets the same two operations), its `factor` means different thi
 operation (rotation up to `factor`·360° in one direction; posterize and solarize grow *weaker*
 as `factor` grows), its Equalization builds one histogram over the whole batch, and on JAX it
 is slow: 120-270 images/s on 2 CPU cores for batches of 256 CIFAR images, eager or jitted, after
-a 35-60 s XLA compile (`benchmarks/augmentation_throughput.py`). Here the geometric operations of a round share one bilinear
-resampling (`affine_bilinear`, four gathers; `ops.image.affine_transform` also interpolates
+a 35-60 s XLA compile (`benchmarks/augmentation_throughput.py`). Here the geometric
+operations of a round share one bilinear resampling (`affine_bilinear`, four gathers; `ops.image.affine_transform` also interpolates
 across the channel axis on JAX and was 10x slower there), the colour operations are cheap
 element-wise expressions, and everything is jittable.
 
@@ -77,10 +77,10 @@ class RandAugmentPolicy(keras.layers.Layer):
     ) -> None:
         super().__init__(**kwargs)
         if not isinstance(num_ops, int) or isinstance(num_ops, bool) or num_ops < 0:
-            raise ValueError(f"num_ops must be a non-negative integer; received {num_ops!r}")
+            raise ValueError(f"num_ops must be a non-negative integer; got {num_ops!r}")
         if not isinstance(magnitude, (int, float)) or not 0.0 <= float(magnitude) <= 1.0:
             raise ValueError(
-                f"magnitude must be a number in [0, 1] (the paper's M / 10); received "
+                f"magnitude must be a number in [0, 1] (the paper's M / 10); got "
                 f"{magnitude!r}"
             )
         if operations is not None:
@@ -89,7 +89,7 @@ class RandAugmentPolicy(keras.layers.Layer):
             if unknown or not operations:
                 raise ValueError(
                     f"operations must be a non-empty list of names from {OPERATIONS}; "
-                    f"received {operations!r}"
+                    f"got {operations!r}"
                 )
         self.num_ops = num_ops
         self.magnitude = float(magnitude)
@@ -107,7 +107,7 @@ class RandAugmentPolicy(keras.layers.Layer):
             images = images[None]
         if len(images.shape) != 4 or images.shape[-1] != 3:
             raise ValueError(
-                "RandAugmentPolicy expects RGB images (batch, height, width, 3); received "
+                "RandAugmentPolicy expects RGB images (batch, height, width, 3); got "
                 f"shape {tuple(images.shape)}"
             )
         names = self.operations or list(OPERATIONS)

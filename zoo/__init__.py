@@ -11,13 +11,7 @@ so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING, Any
-
-# Quiet TensorFlow's C++ logging for library users and the `zoo` command alike (set before
-# Keras imports TensorFlow; an explicit setting, or ZOO_LOG=debug, wins).
-if os.environ.get("ZOO_LOG", "").strip().lower() != "debug":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # Public name -> the module that defines it; imported on first access (PEP 562).
 _LAZY = {

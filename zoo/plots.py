@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 
-def _pyplot():
-    import matplotlib
+def _figure(width: float, height: float) -> Any:
+    """A matplotlib `Figure` drawn off-screen: no pyplot, so the user's backend is left as
+    it is and no window opens."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")  # no display needed
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=(width, height))
 
 
 def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.ndarray,
@@ -24,8 +23,8 @@ def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.nda
     if weights.shape != (len(target), len(source)):
         raise ValueError(f"weights of shape {weights.shape} do not match {len(target)} target "
                          f"and {len(source)} source pieces")
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(0.45 * len(source) + 2, 0.45 * len(target) + 1.5))
+    fig = _figure(0.45 * len(source) + 2, 0.45 * len(target) + 1.5)
+    ax = fig.subplots()
     ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)
     ax.set_xticks(range(len(source)), source, rotation=90)
     ax.set_yticks(range(len(target)), target)
@@ -33,17 +32,16 @@ def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.nda
     ax.set_ylabel("target")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_attention_overlay(image: np.ndarray, heat: np.ndarray,
                            path: str | os.PathLike) -> None:
     """The image beside itself with an attention map (any grid size) laid over it."""
-    plt = _pyplot()
     image = np.asarray(image).astype("uint8")
     heat = np.asarray(heat, "float32")
     heat = (heat - heat.min()) / max(float(heat.max() - heat.min()), 1e-12)
-    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    fig = _figure(6, 3)
+    axes = fig.subplots(1, 2)
     for ax in axes:
         ax.imshow(image, interpolation="nearest")
         ax.axis("off")
@@ -53,15 +51,14 @@ def plot_attention_overlay(image: np.ndarray, heat: np.ndarray,
     axes[1].set_title("attention rollout")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
                           path: str | os.PathLike) -> None:
     """Counts of (true class, predicted class), rows the truth."""
-    plt = _pyplot()
     matrix = np.asarray(matrix)
-    fig, ax = plt.subplots(figsize=(0.6 * len(class_names) + 2, 0.6 * len(class_names) + 1.5))
+    fig = _figure(0.6 * len(class_names) + 2, 0.6 * len(class_names) + 1.5)
+    ax = fig.subplots()
     ax.imshow(matrix, cmap="Blues")
     for (i, j), count in np.ndenumerate(matrix):
         ax.text(j, i, int(count), ha="center", va="center", fontsize=7,
@@ -72,4 +69,3 @@ def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
     ax.set_ylabel("true")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
