@@ -16,8 +16,9 @@ operation (rotation up to `factor`·360° in one direction; posterize and solari
 as `factor` grows), its Equalization builds one histogram over the whole batch, and on JAX it
 is slow: 120-270 images/s on 2 CPU cores for batches of 256 CIFAR images, eager or jitted, after
 a 35-60 s XLA compile (`benchmarks/augmentation_throughput.py`). Here the geometric
-operations of a round share one bilinear resampling (`affine_bilinear`, four gathers; `ops.image.affine_transform` also interpolates
-across the channel axis on JAX and was 10x slower there), the colour operations are cheap
+operations of a round share one bilinear resampling (`affine_bilinear`, four gathers;
+`ops.image.affine_transform` also interpolates across the channel axis on JAX and was 10x
+slower there), the colour operations are cheap
 element-wise expressions, and everything is jittable.
 
 Values are floats in 0..255 (uint8 input is cast); every operation clips to that range.

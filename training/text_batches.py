@@ -20,6 +20,10 @@ import keras
 import numpy as np
 
 from layers.validation import positive_int
+
+# The special ids of the zoo's subword vocabularies (zoo.tokenizer.SubwordTokenizer trains
+# with them): the defaults wherever an id is not given.
+PAD_ID, UNKNOWN_ID, START_ID, END_ID = 0, 1, 2, 3
 IdSequences = Sequence[Sequence[int]]
 
 
@@ -60,9 +64,9 @@ def filter_by_length(
 def make_teacher_forcing_batch(
     source_ids: IdSequences,
     target_ids: IdSequences,
-    start_id: int = 2,
-    end_id: int = 3,
-    pad_id: int = 0,
+    start_id: int = START_ID,
+    end_id: int = END_ID,
+    pad_id: int = PAD_ID,
     pad_to_multiple_of: int = 1,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Pads one batch for teacher forcing.
@@ -121,9 +125,9 @@ class TeacherForcingBatches(keras.utils.PyDataset):
         shuffle: bool = True,
         seed: int = 0,
         drop_remainder: bool = False,
-        start_id: int = 2,
-        end_id: int = 3,
-        pad_id: int = 0,
+        start_id: int = START_ID,
+        end_id: int = END_ID,
+        pad_id: int = PAD_ID,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -182,9 +186,9 @@ def make_numpy_batches(
     shuffle: bool = True,
     seed: int = 0,
     drop_remainder: bool = False,
-    start_id: int = 2,
-    end_id: int = 3,
-    pad_id: int = 0,
+    start_id: int = START_ID,
+    end_id: int = END_ID,
+    pad_id: int = PAD_ID,
 ) -> TeacherForcingBatches:
     """Teacher-forcing batches bucketed by length, as a `keras.utils.PyDataset` of numpy.
 
@@ -220,9 +224,9 @@ def make_tf_dataset(
     shuffle: bool = True,
     seed: int = 0,
     drop_remainder: bool = False,
-    start_id: int = 2,
-    end_id: int = 3,
-    pad_id: int = 0,
+    start_id: int = START_ID,
+    end_id: int = END_ID,
+    pad_id: int = PAD_ID,
     shuffle_buffer_size: int | None = None,
 ):
     """The batches of `make_numpy_batches` as a `tf.data.Dataset`, bucketed in the pipeline.

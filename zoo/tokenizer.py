@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import sentencepiece
 
+from training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
+
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 
 
@@ -131,10 +133,10 @@ class SubwordTokenizer:
                 model_type=model_type,
                 character_coverage=character_coverage,
                 normalization_rule_name=normalization,
-                pad_id=0,
-                unk_id=1,
-                bos_id=2,
-                eos_id=3,
+                pad_id=PAD_ID,
+                unk_id=UNKNOWN_ID,
+                bos_id=START_ID,
+                eos_id=END_ID,
                 pad_piece=PAD_PIECE,
                 unk_piece=UNKNOWN_PIECE,
                 bos_piece=START_PIECE,

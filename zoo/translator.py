@@ -20,8 +20,15 @@ from layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from layers.token_embedding import TokenEmbedding
 from layers.transformer_decoder import TransformerDecoderBlock
 from layers.transformer_encoder import TransformerEncoderBlock
+from training.text_batches import END_ID, START_ID
 from zoo import translator_presets  # noqa: F401  (registers the architectures)
-from zoo.decoding import beam_search, check_search_settings, compile_for_backend, greedy_search
+from zoo.decoding import (
+    NEVER,
+    beam_search,
+    check_search_settings,
+    compile_for_backend,
+    greedy_search,
+)
 from zoo.presets import architecture_config, load_preset
 from zoo.tokenizer import SubwordTokenizer
 
@@ -167,9 +174,10 @@ class Translator(keras.Model):
         self._search_functions: dict = {}
 
     def special_ids(self) -> tuple[int, int]:
-        """`(start_id, end_id)`: the configured ones, else the tokenizer's, else (2, 3)."""
+        """`(start_id, end_id)`: the configured ones, else the tokenizer's, else the zoo's
+        defaults (`training.text_batches.START_ID`, `END_ID`)."""
         tok = self.tokenizer
-        start, end = (tok.start_id, tok.end_id) if tok is not None else (2, 3)
+        start, end = (tok.start_id, tok.end_id) if tok is not None else (START_ID, END_ID)
         return (start if self.start_id is None else self.start_id,
                 end if self.end_id is None else self.end_id)
 
@@ -303,7 +311,7 @@ class Translator(keras.Model):
         logits = self._logits(x)[:, 0, :]
         if self.suppressed_token_ids:
             never = np.zeros((self.vocabulary_size,), "float32")
-            never[self.suppressed_token_ids] = -1e9
+            never[self.suppressed_token_ids] = NEVER
             logits = logits + ops.convert_to_tensor(never)
         return logits, ops.stack(updated, axis=1)
 
@@ -334,7 +342,7 @@ class Translator(keras.Model):
                                                  source_mask)
             if self.force_end_at_max_length:
                 # The last allowed token can only be the end token.
-                only_end = ops.where(ops.arange(self.vocabulary_size) == end, 0.0, -1e9)
+                only_end = ops.where(ops.arange(self.vocabulary_size) == end, 0.0, NEVER)
                 logits = ops.where(index >= max_length - 1, logits + only_end, logits)
             return logits, (new_cache,)
 

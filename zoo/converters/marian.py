@@ -111,8 +111,8 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
             `name`, `dtype`, `suppressed_token_ids`, `force_end_at_max_length`, ...).
 
     Returns:
-        A built `Translator` (without a tokenizer unless `tokenizer=` is given). Its teacher-forced logits equal the
-        reference model's (`final_logits_bias` included), and greedy search
+        A built `Translator` (without a tokenizer unless `tokenizer=` is given). Its
+        teacher-forced logits equal the reference model's (`final_logits_bias` included), and greedy search
         (`search(ids, beam_size=1, max_length=n)`) gives the ids of
         `generate(ids, attention_mask=ids != pad, num_beams=1, do_sample=False,
         max_new_tokens=n, bad_words_ids=[[pad]])` without the leading start id (beam search
