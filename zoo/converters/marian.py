@@ -112,8 +112,8 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
 
     Returns:
         A built `Translator` (without a tokenizer unless `tokenizer=` is given). Its
-        teacher-forced logits equal the reference model's (`final_logits_bias` included), and greedy search
-        (`search(ids, beam_size=1, max_length=n)`) gives the ids of
+        teacher-forced logits equal the reference model's (`final_logits_bias` included), and
+        greedy search (`search(ids, beam_size=1, max_length=n)`) gives the ids of
         `generate(ids, attention_mask=ids != pad, num_beams=1, do_sample=False,
         max_new_tokens=n, bad_words_ids=[[pad]])` without the leading start id (beam search
         scores hypotheses as our `beam_search` does, which differs from Transformers'
