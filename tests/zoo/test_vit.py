@@ -454,7 +454,7 @@ def test_mixed_precision_fit_step_and_float32_logits(policy):
     assert all(np.all(np.isfinite(numpy(w))) for w in model.weights)
     assert not np.allclose(numpy(model.head.kernel), before)
     maps = model.attention_maps(images(1))
-    np.testing.assert_allclose(maps[0].sum(axis=-1), 1.0, atol=1e-2)
+    np.testing.assert_allclose(maps[0].sum(axis=-1), 1.0, atol=1e-5)  # softmax in float32
 
 
 # --- the hybrid ViT (convolutional stem) ----------------------------------------------------
