@@ -38,6 +38,7 @@ from training.checkpointing import (
 from training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from training.optimizers import transformer_adam
 from training.precision import set_precision
+from training.progress import fit_verbosity
 from training.text_batches import filter_by_length, make_numpy_batches, make_tf_dataset
 from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
@@ -264,7 +265,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
                  keras.callbacks.TensorBoard(str(out / "logs"))]
     started = time.time()
     history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
-                        callbacks=callbacks, verbose=2)
+                        callbacks=callbacks, verbose=fit_verbosity())
     seconds = time.time() - started
 
     if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:

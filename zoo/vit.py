@@ -78,6 +78,8 @@ class VisionTransformer(keras.Model):
             default) for full attention. For many patches at high resolution.
         global_tokens: with a window, how many leading tokens (the class token: 1) attend
             to and are attended by every token.
+        attention_block_size: keys (or, with a window, queries) per block of the chunked
+            attention (`layers.chunked_attention`); None for the fused dense path.
         **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
 
     Call arguments:
@@ -120,6 +122,7 @@ class VisionTransformer(keras.Model):
         stem_filters: Sequence[int] | None = None,
         attention_window: int | None = None,
         global_tokens: int = 0,
+        attention_block_size: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -192,12 +195,14 @@ class VisionTransformer(keras.Model):
                 attention_dropout=self.attention_dropout, activation="gelu",
                 normalize_first=True, layer_norm_epsilon=self.layer_norm_epsilon,
                 attention_window=attention_window, global_tokens=global_tokens,
-                dtype=policy, name=f"encoder_block_{i}")
+                attention_block_size=attention_block_size, dtype=policy,
+                name=f"encoder_block_{i}")
             for i in range(num_layers)
         ]
         # As the blocks checked and stored them.
         self.attention_window = self.encoder_blocks[0].attention_window
         self.global_tokens = self.encoder_blocks[0].global_tokens
+        self.attention_block_size = self.encoder_blocks[0].attention_block_size
         self.encoder_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
         self.representation = None
@@ -484,5 +489,6 @@ class VisionTransformer(keras.Model):
             "stem_filters": self.stem_filters,
             "attention_window": self.attention_window,
             "global_tokens": self.global_tokens,
+            "attention_block_size": self.attention_block_size,
         })
         return config

@@ -55,6 +55,7 @@ from training.image_data import (
 )
 from training.optimizers import adamw_no_decay_on_norms
 from training.precision import set_precision
+from training.progress import fit_verbosity
 from training.schedules import WarmupCosine
 from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.registry import load
@@ -328,7 +329,7 @@ def train_vit(recipe: ViTRecipe) -> dict:
     started = time.time()
     history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
                         validation_data=validation, validation_batch_size=256,
-                        callbacks=callbacks, verbose=2)
+                        callbacks=callbacks, verbose=fit_verbosity())
     seconds = time.time() - started
     write_atomically(out / "model.keras", model.save)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])

@@ -514,11 +514,13 @@ def test_hybrid_trains():
 
 
 def test_window_attention_reaches_the_blocks_and_the_config():
-    model = tiny(attention_window=2, global_tokens=1)
-    assert all(b.attention_window == 2 and b.global_tokens == 1 for b in model.encoder_blocks)
+    model = tiny(attention_window=2, global_tokens=1, attention_block_size=8)
+    assert all(b.attention_window == 2 and b.global_tokens == 1
+               and b.attention_block_size == 8 for b in model.encoder_blocks)
     config = model.get_config()
-    assert (config["attention_window"], config["global_tokens"]) == (2, 1)
-    dense = copy_of(model, attention_window=None, global_tokens=0)
+    assert (config["attention_window"], config["global_tokens"],
+            config["attention_block_size"]) == (2, 1, 8)
+    dense = copy_of(model, attention_window=None, global_tokens=0, attention_block_size=None)
     x = images(2)
     # 17 tokens, each patch seeing 2 neighbours each side: not the dense model's output.
     assert not np.allclose(numpy(model(x)), numpy(dense(x)), atol=1e-4)
