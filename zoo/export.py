@@ -323,8 +323,10 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
 
     if hasattr(model, "ensure_built"):
         model.ensure_built()
+    # The endpoints capture the variables they use, and the archive saves those; tracking the
+    # model as well would save every weight a second time under its Keras name
+    # (keras-team/keras#23553). Only the tokenizer's assets need tracking.
     archive = keras.export.ExportArchive()
-    archive.track(model)
     if isinstance(model, Translator):
         translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
         archive.track(tokenizer)
