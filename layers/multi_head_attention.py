@@ -28,6 +28,7 @@ from layers.chunked_attention import (
     sliding_window_mask,
 )
 from layers.initializers import clone_initializer
+from layers.keras_internals import untrack_layers
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -429,9 +430,8 @@ class MultiHeadAttention(keras.layers.Layer):
         shapes = (self._query_dim, self._value_input_dim, self._key_input_dim)
         # Rebuild the projections at the new head count; the old sub-layers are untracked
         # so that their variables leave `self.weights` and saved files.
-        self._tracker.unlock()
-        for layer in (self.query_dense, self.key_dense, self.value_dense, self.output_dense):
-            self._layers.remove(layer)
+        untrack_layers(self, (self.query_dense, self.key_dense, self.value_dense,
+                              self.output_dense))
         self.built = False
         self.build((None, None, shapes[0]), (None, None, shapes[1]), (None, None, shapes[2]))
         for layer in (self.query_dense, self.key_dense, self.value_dense):

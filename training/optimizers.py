@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import keras
 
+from layers.keras_internals import optimizer_variable_index, uses_weight_decay
 from training.schedules import InverseSqrtWarmup
 
 # Substrings of a variable's path (e.g. "vit/block_0/layer_norm_1/gamma") that exclude it
@@ -122,7 +123,7 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
     def _multiplier(self, variable: Any) -> float:
         if not self._multiplier_of_index:
             return 1.0
-        return self._multiplier_of_index[self._get_variable_index(variable)]
+        return self._multiplier_of_index[optimizer_variable_index(self, variable)]
 
     def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         if self._multiplier_of_index:
@@ -132,7 +133,7 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
             learning_rate = keras.ops.multiply(
                 keras.ops.cast(learning_rate, variable.dtype),
                 keras.ops.cast(self._multiplier(variable), variable.dtype))
-            if self.weight_decay is not None and self._use_weight_decay(variable):
+            if self.weight_decay is not None and uses_weight_decay(self, variable):
                 decay = keras.ops.cast(self.weight_decay, variable.dtype) * learning_rate
                 self.assign(variable, variable - variable * decay)
         super().update_step(gradient, variable, learning_rate)

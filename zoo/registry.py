@@ -325,18 +325,9 @@ def weight_mismatches(model: keras.Model, path: str | os.PathLike) -> list[str]:
 
 def _model_weights(model: keras.Model) -> dict[str, Any]:
     """`{h5 key: variable}`: where Keras' saving writes each of `model`'s variables."""
-    # Keras' own traversal (keras 3.15) into an in-memory store that keeps the variables.
-    from keras.src.saving import saving_lib
+    from layers.keras_internals import saved_weight_paths
 
-    store = saving_lib.NpzIOStore("unused.npz", mode="w")
-    saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
-                           visited_saveables=set())
-    found = {}
-    for inner_path, variables in store.contents.items():
-        prefix = "" if inner_path == "__root__" else f"{inner_path}/"
-        for index, variable in variables.items():
-            found[f"{prefix}vars/{index}"] = variable
-    return found
+    return saved_weight_paths(model)
 
 
 def load_weights(model: keras.Model, path: str | os.PathLike) -> keras.Model:

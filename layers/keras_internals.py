@@ -1,0 +1,60 @@
+"""Every use of Keras' private API in the zoo, fenced in one module.
+
+Keras 3 has no public way yet to do these few things; each function here wraps one private
+name, and tests/layers/test_keras_internals.py checks each against the behaviour we rely on,
+so that a Keras upgrade that moves them fails there, in one place, and not deep inside a
+model. Known to work with Keras 3.15 (the version pyproject.toml pins).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import keras
+
+
+def untrack_layers(layer: keras.layers.Layer, sublayers: Iterable[keras.layers.Layer]) -> None:
+    """Stops `layer` tracking `sublayers`, so that their variables leave `layer.weights` and
+    saved files (for rebuilding a layer's projections in place, as head pruning does).
+
+    Uses `Layer._tracker.unlock()` and the `Layer._layers` list.
+    """
+    layer._tracker.unlock()
+    for sublayer in sublayers:
+        layer._layers.remove(sublayer)
+
+
+def saved_weight_paths(model: keras.Model) -> dict[str, Any]:
+    """`{h5 key: variable}`: where `model.save_weights` writes each of `model`'s variables
+    (keys like `layers/dense/vars/0`), found by Keras' own traversal of the model.
+
+    Uses `keras.src.saving.saving_lib._save_state` with an in-memory `NpzIOStore`.
+    """
+    from keras.src.saving import saving_lib
+
+    store = saving_lib.NpzIOStore("unused.npz", mode="w")
+    saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                           visited_saveables=set())
+    found = {}
+    for inner_path, variables in store.contents.items():
+        prefix = "" if inner_path == "__root__" else f"{inner_path}/"
+        for index, variable in variables.items():
+            found[f"{prefix}vars/{index}"] = variable
+    return found
+
+
+def optimizer_variable_index(optimizer: keras.optimizers.Optimizer, variable: Any) -> int:
+    """The position of `variable` among the variables `optimizer` was built for (the index of
+    its slots). Uses `Optimizer._get_variable_index`."""
+    return optimizer._get_variable_index(variable)
+
+
+def uses_weight_decay(optimizer: keras.optimizers.Optimizer, variable: Any) -> bool:
+    """Whether `optimizer` decays `variable` (not excluded by `exclude_from_weight_decay`).
+    Uses `Optimizer._use_weight_decay`."""
+    return bool(optimizer._use_weight_decay(variable))
+
+
+# The optimizer hook `training.optimizers.SelectiveDecayAdamW` overrides (a protected method
+# of keras.optimizers.Optimizer, called once per step with the trained variables).
+APPLY_WEIGHT_DECAY_HOOK = "_apply_weight_decay"

@@ -1,0 +1,83 @@
+"""Each use of Keras' private API (layers/keras_internals.py) does what the zoo relies on."""
+
+from __future__ import annotations
+
+import h5py
+import keras
+import numpy as np
+
+from layers.keras_internals import (
+    APPLY_WEIGHT_DECAY_HOOK,
+    optimizer_variable_index,
+    saved_weight_paths,
+    untrack_layers,
+    uses_weight_decay,
+)
+
+
+def _model() -> keras.Model:
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="a"),
+                             keras.layers.LayerNormalization(name="norm"),
+                             keras.layers.Dense(2, name="b")])
+
+
+def test_untracked_sublayers_leave_the_weights():
+    outer = keras.layers.Layer()
+    inner, kept = keras.layers.Dense(2), keras.layers.Dense(3)
+    outer.inner, outer.kept = inner, kept
+    inner.build((None, 4))
+    kept.build((None, 4))
+    assert len(outer.weights) == 4
+    untrack_layers(outer, [inner])
+    assert [id(w) for w in outer.weights] == [id(w) for w in kept.weights]
+
+
+def test_saved_weight_paths_are_the_keys_save_weights_writes(tmp_path):
+    model = _model()
+    path = tmp_path / "m.weights.h5"
+    model.save_weights(path)
+    written = {}
+
+    def collect(name, item):  # visititems stops at the first non-None return
+        if isinstance(item, h5py.Dataset):
+            written[name] = item.shape
+
+    with h5py.File(path, "r") as f:
+        f.visititems(collect)
+    found = saved_weight_paths(model)
+    assert set(found) == set(written)
+    for key, variable in found.items():
+        assert tuple(variable.shape) == tuple(written[key])
+
+
+def test_optimizer_variable_index_is_the_position_among_the_built_variables():
+    model = _model()
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    for position, variable in enumerate(model.trainable_variables):
+        assert optimizer_variable_index(optimizer, variable) == position
+
+
+def test_uses_weight_decay_follows_the_exclusions():
+    model = _model()
+    optimizer = keras.optimizers.AdamW(weight_decay=0.1)
+    optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
+    optimizer.build(model.trainable_variables)
+    decayed = [v.path.split("/", 1)[1] for v in model.trainable_variables
+               if uses_weight_decay(optimizer, v)]
+    assert decayed == ["a/kernel", "b/kernel"]
+
+
+def test_the_weight_decay_hook_exists_and_is_called(monkeypatch):
+    assert callable(getattr(keras.optimizers.Optimizer, APPLY_WEIGHT_DECAY_HOOK))
+    calls = []
+
+    class Spy(keras.optimizers.AdamW):
+        def _apply_weight_decay(self, variables):
+            calls.append(len(variables))
+            super()._apply_weight_decay(variables)
+
+    model = _model()
+    model.compile(optimizer=Spy(weight_decay=0.1), loss="mse")
+    model.fit(np.ones((4, 3)), np.ones((4, 2)), epochs=1, batch_size=4, verbose=0)
+    assert calls and calls[0] == len(model.trainable_variables)
