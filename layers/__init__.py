@@ -21,7 +21,7 @@ from layers.sinusoidal_position_encoding import (
 )
 from layers.token_embedding import TokenEmbedding
 from layers.transformer_decoder import TransformerDecoderBlock
-from layers.transformer_encoder import TransformerBlock, TransformerEncoderBlock
+from layers.transformer_encoder import TransformerEncoderBlock
 
 __all__ = [
     "ClassToken",
@@ -31,7 +31,6 @@ __all__ = [
     "PositionEmbedding",
     "SinusoidalPositionEncoding",
     "TokenEmbedding",
-    "TransformerBlock",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "causal_mask",

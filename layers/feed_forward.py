@@ -7,6 +7,7 @@ from typing import Any
 import keras
 
 from layers.initializers import clone_initializer
+from layers.validation import positive_int
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -33,9 +34,7 @@ class FeedForward(keras.layers.Layer):
                  kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if int(intermediate_dim) < 1:
-            raise ValueError(f"intermediate_dim must be positive; got {intermediate_dim}")
-        self.intermediate_dim = int(intermediate_dim)
+        self.intermediate_dim = positive_int(intermediate_dim, "intermediate_dim")
         self.activation = keras.activations.get(activation)
         self.dropout = float(dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -23,9 +23,9 @@ def head_size(d_model: int, num_heads: int, key_dim: int | None) -> int:
     return d_model // num_heads
 
 
-@keras.saving.register_keras_serializable(package="zoo")
 class TransformerBlock(keras.layers.Layer):
     """What the encoder and decoder blocks share: arguments, norms and residual sub-layers.
+    An abstract base (not serializable, not exported): use the encoder or decoder block.
 
     Post-norm (the paper): `x = LN(x + Dropout(Sublayer(x)))`.
     Pre-norm (`normalize_first=True`, as in ViT): `x = x + Dropout(Sublayer(LN(x)))`.

@@ -33,6 +33,17 @@ def _is_float(x: Any) -> bool:
     return "float" in str(keras.backend.standardize_dtype(x.dtype))
 
 
+def _is_plain(value: Any) -> bool:
+    """Numbers, strings, None, and lists or tuples of them: values a config stores as is."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
 def _first(x: Any) -> Any:
     """The main output of a layer whose call may return a tuple or dict."""
     if isinstance(x, (list, tuple)):
@@ -71,9 +82,12 @@ def run_layer_test(
     call_kwargs: dict | None = None,
     run_fit: bool = True,
     run_mixed_precision: bool = True,
-    mixed_precision_atol: float = 0.1,
+    bfloat16_atol: float = 0.05,
+    float16_atol: float = 0.01,
     custom_objects: dict | None = None,
     after_build: Callable[[keras.layers.Layer], None] | None = None,
+    expected_num_trainable_weights: int | None = None,
+    expected_num_non_trainable_weights: int | None = None,
 ) -> keras.layers.Layer:
     """Runs the common checks on `layer_cls(**init_kwargs)` and returns the float32 layer.
 
@@ -85,10 +99,13 @@ def run_layer_test(
         call_kwargs: keyword arguments for every call (not tensors).
         run_fit: whether to train one step inside a model.
         run_mixed_precision: whether to check the mixed-precision policies.
-        mixed_precision_atol: largest absolute difference allowed between the mixed-precision
-            and float32 outputs.
+        bfloat16_atol: largest absolute difference allowed between the `mixed_bfloat16` and
+            float32 outputs (bfloat16 keeps 8 bits of mantissa: about 2 decimal digits).
+        float16_atol: the same for `mixed_float16` (11 bits: about 3 digits).
         custom_objects: extra objects for `keras.saving.load_model`.
         after_build: called on the built float32 layer (to set weights, say).
+        expected_num_trainable_weights: how many trainable weights the built layer has.
+        expected_num_non_trainable_weights: how many non-trainable ones.
     """
     call_kwargs = dict(call_kwargs or {})
 
@@ -99,6 +116,10 @@ def run_layer_test(
     assert rebuilt.get_config() == config, (config, rebuilt.get_config())
     for key, value in init_kwargs.items():
         assert key in config, f"get_config() lacks the constructor argument {key!r}"
+        # Objects, and names of objects ("zeros"), are stored serialized: compared above.
+        if _is_plain(value) and _is_plain(config[key]):
+            assert _plain(config[key]) == _plain(value), (
+                f"get_config()[{key!r}] is {config[key]!r}, not the given {value!r}")
 
     # 2. Eager call.
     eager_out = _call(layer, input_data, call_kwargs)
@@ -106,6 +127,22 @@ def run_layer_test(
         after_build(layer)
         eager_out = _call(layer, input_data, call_kwargs)
     eager_main = _first(eager_out)
+    if expected_num_trainable_weights is not None:
+        assert len(layer.trainable_weights) == expected_num_trainable_weights, (
+            [w.path for w in layer.trainable_weights])
+    if expected_num_non_trainable_weights is not None:
+        assert len(layer.non_trainable_weights) == expected_num_non_trainable_weights, (
+            [w.path for w in layer.non_trainable_weights])
+    if not isinstance(input_data, (list, tuple)) and not call_kwargs:
+        try:
+            declared = layer.compute_output_shape(input_data.shape)
+        except NotImplementedError:
+            declared = None
+        if isinstance(declared, tuple) and all(d is None or isinstance(d, int)
+                                               for d in declared):
+            assert tuple(declared) == tuple(eager_main.shape), (
+                f"compute_output_shape says {declared}, the call gives "
+                f"{tuple(eager_main.shape)}")
     if expected_output_shape is not None:
         assert tuple(eager_main.shape) == tuple(expected_output_shape), (
             f"eager output shape {tuple(eager_main.shape)} != {tuple(expected_output_shape)}"
@@ -115,7 +152,7 @@ def run_layer_test(
     sym_layer = layer_cls.from_config(config)
     model = _model_around(sym_layer, input_data, call_kwargs)
     sym_layer.set_weights(layer.get_weights())
-    model_out = model(input_data if isinstance(input_data, (list, tuple)) else input_data)
+    model_out = model(input_data)
     np.testing.assert_allclose(
         _to_numpy(model_out), _to_numpy(eager_main), atol=1e-5, rtol=1e-5,
         err_msg="symbolic (functional model) and eager outputs differ",
@@ -145,7 +182,7 @@ def run_layer_test(
     # 6. Mixed precision: builds, computes in the low dtype, stays close to float32.
     if run_mixed_precision:
         reference = _to_numpy(eager_main)
-        for policy in ("mixed_bfloat16", "mixed_float16"):
+        for policy, atol in (("mixed_bfloat16", bfloat16_atol), ("mixed_float16", float16_atol)):
             mp_layer = layer_cls.from_config({**config, "dtype": policy})
             _call(mp_layer, input_data, call_kwargs)
             mp_layer.set_weights(layer.get_weights())
@@ -155,7 +192,7 @@ def run_layer_test(
             assert np.all(np.isfinite(got)), f"non-finite outputs under {policy}"
             if _is_float(eager_main):
                 np.testing.assert_allclose(
-                    got, reference, atol=mixed_precision_atol, rtol=0.05,
+                    got, reference, atol=atol, rtol=0.05,
                     err_msg=f"{policy} outputs are far from float32 ones",
                 )
     return layer

@@ -25,7 +25,8 @@ def conv3x3_stride2_same(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
 def test_harness():
     images = np.random.default_rng(0).uniform(size=(2, 16, 8, 3)).astype("float32")
     run_layer_test(ConvolutionalStem, {"filters": [4, 6]}, images,
-                   expected_output_shape=(2, 4, 2, 6))
+                   expected_output_shape=(2, 4, 2, 6), expected_num_trainable_weights=6,
+                   expected_num_non_trainable_weights=4)
 
 
 def test_equals_convolution_batch_norm_relu_in_inference():

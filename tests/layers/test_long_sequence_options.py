@@ -84,7 +84,7 @@ def test_multi_head_attention_config_round_trip_and_harness():
     assert {k: config[k] for k in options} == options
     assert MultiHeadAttention.from_config(config).get_config() == config
     run_layer_test(MultiHeadAttention, options, X[:, :9], expected_output_shape=(2, 9, 16),
-                   mixed_precision_atol=0.1)
+                   bfloat16_atol=0.1)
 
 
 def test_defaults_are_unset():

@@ -26,7 +26,7 @@ def flattened_patches(images: np.ndarray, p: int) -> np.ndarray:
 def test_harness():
     images = np.random.default_rng(0).uniform(size=(2, 8, 12, 3)).astype("float32")
     run_layer_test(PatchEmbedding, {"patch_size": 4, "hidden_dim": 6}, images,
-                   expected_output_shape=(2, 6, 6))
+                   expected_output_shape=(2, 6, 6), expected_num_trainable_weights=2)
 
 
 @pytest.mark.parametrize("image_shape, p", [((16, 16, 3), 4), ((6, 10, 2), 2)])
