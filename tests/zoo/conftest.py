@@ -9,6 +9,22 @@ import pytest
 from zoo.tokenizer import SubwordTokenizer
 
 
+def train_unigram_spm(texts: list[str], size: int) -> bytes:
+    """A serialized SentencePiece unigram model trained on `texts`, deterministic, laid out as
+    OPUS-MT ships its `source.spm` / `target.spm` (</s> 0, <unk> 1 by SentencePiece's
+    defaults for unigram)."""
+    import io
+
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=size,
+        model_type="unigram", character_coverage=1.0, input_sentence_size=0,
+        shuffle_input_sentence=False, num_threads=1, minloglevel=2)
+    return model.getvalue()
+
+
 def read_gz(path, limit: int | None = None) -> list[str]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]

@@ -10,7 +10,6 @@ is never used (`HF_HUB_OFFLINE=1`, or a hub served from 127.0.0.1).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import http.server
 import io
@@ -37,6 +36,7 @@ from transformers import (  # noqa: E402
 )
 
 import zoo.hub as hub  # noqa: E402
+from tests.zoo.conftest import read_gz, train_unigram_spm  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER_COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
@@ -99,21 +99,7 @@ def randomise(model: "torch.nn.Module", seed: int = 0, scale: float = 1.0
     return model.eval()
 
 
-def read_gz(path: Path, limit: int) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for _, line in zip(range(limit), f)]
-
-
 # ---------------------------------------------------------------------- OPUS-MT
-def train_spm(texts: list[str], size: int) -> bytes:
-    model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_writer=model, vocab_size=size,
-        model_type="unigram", character_coverage=1.0, input_sentence_size=0,
-        shuffle_input_sentence=False, num_threads=1, minloglevel=2)
-    return model.getvalue()
-
-
 @pytest.fixture(scope="module")
 def multi30k(shared_data) -> Path:
     folder = shared_data / "multi30k"
@@ -127,8 +113,8 @@ def opus_mt(tmp_path_factory, multi30k) -> Path:
     """A tiny random-weight OPUS-MT folder: source.spm (English), target.spm (German) and
     vocab.json trained on Multi30k, `</s>` 0, `<unk>` 1, pieces of both, `<pad>` last."""
     folder = tmp_path_factory.mktemp("opus-mt-tiny-en-de")
-    protos = {"source.spm": train_spm(read_gz(multi30k / "train.en.gz", 3000), 200),
-              "target.spm": train_spm(read_gz(multi30k / "train.de.gz", 3000), 200)}
+    protos = {"source.spm": train_unigram_spm(read_gz(multi30k / "train.en.gz", 3000), 200),
+              "target.spm": train_unigram_spm(read_gz(multi30k / "train.de.gz", 3000), 200)}
     vocab = {"</s>": 0, "<unk>": 1}
     for name, proto in protos.items():
         (folder / name).write_bytes(proto)

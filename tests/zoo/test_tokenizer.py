@@ -11,6 +11,7 @@ import pytest
 import sentencepiece
 
 from tests.conftest import modules_imported_by
+from tests.zoo.conftest import train_unigram_spm
 from zoo.tokenizer import SubwordTokenizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -216,17 +217,6 @@ def test_import_needs_no_tensorflow():
 
 
 # ---------------------------------------------------------------------- MarianTokenizer
-def _spm(texts: list[str], size: int) -> bytes:
-    import io
-
-    model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_writer=model, vocab_size=size,
-        model_type="unigram", character_coverage=1.0, input_sentence_size=0,
-        shuffle_input_sentence=False, num_threads=1, minloglevel=2)
-    return model.getvalue()
-
-
 @pytest.fixture(scope="module")
 def marian_folder(training_texts, tmp_path_factory) -> Path:
     """OPUS-MT's layout: source.spm (English), target.spm (German), vocab.json with `</s>` 0,
@@ -238,7 +228,7 @@ def marian_folder(training_texts, tmp_path_factory) -> Path:
     vocab = {"</s>": 0, "<unk>": 1, ">>de<<": 2}
     for name, texts in (("source.spm", training_texts[:5000]),
                         ("target.spm", training_texts[5000:])):
-        proto = _spm(texts, 300)
+        proto = train_unigram_spm(texts, 300)
         (folder / name).write_bytes(proto)
         processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
         pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
