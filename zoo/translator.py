@@ -382,7 +382,9 @@ class Translator(keras.Model):
         return np.asarray(ops.convert_to_numpy(tokens)), np.asarray(ops.convert_to_numpy(scores))
 
     # ------------------------------------------------------------------ text in, text out
-    def _require_tokenizer(self) -> SubwordTokenizer:
+    def require_tokenizer(self) -> SubwordTokenizer:
+        """The translator's tokenizer; a one-line ValueError when it has none (a model built
+        from ids alone cannot take text)."""
         if self.tokenizer is None:
             raise ValueError("this translator has no tokenizer; pass tokenizer=... when "
                              "creating it")
@@ -391,7 +393,7 @@ class Translator(keras.Model):
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Source texts to `(batch, S)` ids, S rounded up to a multiple of 8 (fewer shapes
         to compile), truncated at `max_source_length` with a warning."""
-        tokenizer = self._require_tokenizer()
+        tokenizer = self.require_tokenizer()
         encoded = tokenizer.encode(list(texts), max_length=self.max_source_length)
         longest = max(len(ids) for ids in encoded)
         width = min(self.max_source_length, -(-longest // 8) * 8)
@@ -421,7 +423,7 @@ class Translator(keras.Model):
             beam_size, max_length, self.max_target_length, alpha)
         if isinstance(texts, (str, bytes)):
             texts = [texts]
-        tokenizer = self._require_tokenizer()
+        tokenizer = self.require_tokenizer()
         texts = [_as_text(t, i) for i, t in enumerate(texts)]
         outputs, scores = [""] * len(texts), [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t.strip()]
@@ -445,7 +447,7 @@ class Translator(keras.Model):
         Returns:
             `(source_pieces, target_pieces, weights (target, source))`.
         """
-        tokenizer = self._require_tokenizer()
+        tokenizer = self.require_tokenizer()
         if translation is None:
             translation = self.translate([text], beam_size=beam_size)[0]
         source = np.array(tokenizer.encode([text], max_length=self.max_source_length), "int32")

@@ -176,7 +176,7 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
 def _tokenizer(recipe: TranslatorRecipe, train: list,
                pretrained: Translator | None = None) -> SubwordTokenizer:
     if pretrained is not None:
-        return pretrained._require_tokenizer()
+        return pretrained.require_tokenizer()
     path = Path(recipe.output) / "tokenizer.model"
     if path.exists():  # a resumed run must keep its vocabulary
         return SubwordTokenizer.from_file(path)
