@@ -18,6 +18,9 @@ model sees the pixels it was trained on (tests/training/test_jpeg_decoding.py).
 from __future__ import annotations
 
 import os
+import re
+import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,10 @@ import numpy as np
 from layers.validation import image_size_pair
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
+
+# Held while PIL reads a header with its decompression-bomb warning turned into an error
+# (`warnings.catch_warnings` changes process-wide state; load_image runs in threads).
+_HEADER_LOCK = threading.Lock()
 
 
 def _is_image_file(path: Path) -> bool:
@@ -108,25 +115,48 @@ def load_image(path: str | os.PathLike, image_size=None) -> np.ndarray:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: the file is not a decodable image (the message names the file), or
-            `image_size` is malformed.
+        IsADirectoryError: `path` is a folder.
+        ValueError: the file is not a decodable image (the message names the file); it has
+            more pixels than PIL's `Image.MAX_IMAGE_PIXELS` (89,478,485 by default: PIL warns
+            of a possible decompression bomb above that and refuses above twice that; this
+            function refuses above it, naming the pixel count); or `image_size` is malformed.
     """
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
     size = None if image_size is None else image_size_pair(image_size)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not an image file")
     if not path.is_file():
         raise FileNotFoundError(f"image file {path} does not exist")
+    bombs = (Image.DecompressionBombError, Image.DecompressionBombWarning)
     try:
-        with Image.open(path) as image:
+        with _HEADER_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(path)  # reads the header only; the size check is here
+        with image:
             image.load()
             array = _to_rgb_uint8(image)
+    except bombs as error:
+        raise ValueError(_bomb_message(path, error)) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        raise ValueError(f"cannot decode image file {path}: {error}") from error
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"cannot decode image file {path}: {reason}") from error
     if size is not None and array.shape[:2] != size:
         resized = Image.fromarray(array).resize((size[1], size[0]), Image.Resampling.BILINEAR)
         array = np.asarray(resized, dtype=np.uint8)
     return array
+
+
+def _bomb_message(path: Path, error: Exception) -> str:
+    """One line naming the file and its pixel count, for an image PIL refuses as too large."""
+    from PIL import Image
+
+    found = re.search(r"\((\d+) pixels\)", str(error))
+    pixels = f"{int(found.group(1)):,} pixels" if found else "too many pixels"
+    return (f"image file {path} has {pixels}, more than the {Image.MAX_IMAGE_PIXELS:,} "
+            f"allowed (PIL's Image.MAX_IMAGE_PIXELS); refused as a possible decompression "
+            f"bomb")
 
 
 def _to_rgb_uint8(image) -> np.ndarray:

@@ -12,6 +12,15 @@
 
 Errors in what the user gave (a missing file, an unknown model, a bad image) are printed as
 one line, `zoo: error: ...`, with exit status 2; never as a stack trace.
+
+`zoo translate` reads stdin lazily, in batches of at most `TRANSLATE_BATCH` lines (fewer when
+no more input is ready yet), and writes (and flushes) each batch's translations before
+reading on: one output line per input line, in order, in bounded memory, and a line piped in
+alone is answered without waiting for more. A stdin line that is not valid UTF-8 fails alone:
+its output line is empty, a `zoo: warning: line N ...` names it on stderr, and once every line
+is done the command ends with a one-line summary and exit status 1 (some lines failed; the
+rest are translated). When the reader of stdout goes away (`zoo translate < big.txt | head`),
+it stops quietly with status 141, as a filter that SIGPIPE ends.
 """
 
 from __future__ import annotations
@@ -227,28 +236,166 @@ def cmd_models(args: argparse.Namespace) -> None:
         print(f"{name}\t{info.get('kind', '?')}\t{info.get('description', '')}")
 
 
-def _read_texts(texts: Sequence[str]) -> list[str]:
-    if texts:
-        return list(texts)
-    return [line.rstrip("\n") for line in sys.stdin]
+# Lines of stdin translated (and written) together: bounded memory, prompt output.
+TRANSLATE_BATCH = 32
 
 
-def cmd_translate(args: argparse.Namespace) -> None:
-    """`zoo translate`: one translation per line of TEXT arguments or stdin."""
+class _LineReader:
+    """The lines of a byte stream, read lazily, with `ready()`: whether the next line (or the
+    end) can be had without waiting. On a POSIX file descriptor the stream is read with
+    `os.read` and polled with `select`; on anything else `ready()` is always True."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, binary: Any) -> None:
+        self.binary, self.fd = binary, None
+        self.lines: list[bytes] = []  # complete lines read ahead, at most one chunk's worth
+        self.pending, self.eof = b"", False
+        if os.name == "posix":
+            try:
+                self.fd = binary.fileno()
+            except (AttributeError, OSError, ValueError):  # io.BytesIO, a test's stand-in
+                self.fd = None
+
+    def ready(self) -> bool:
+        if self.lines or self.eof or self.fd is None:
+            return True
+        import select
+
+        try:
+            return bool(select.select([self.fd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+    def __iter__(self) -> typing.Iterator[bytes]:
+        if self.fd is None:
+            yield from self.binary
+            return
+        while True:
+            if self.lines:
+                yield self.lines.pop(0)
+                continue
+            if self.eof:
+                if self.pending:
+                    line, self.pending = self.pending, b""
+                    yield line
+                return
+            chunk = os.read(self.fd, self.CHUNK)
+            if not chunk:
+                self.eof = True
+                continue
+            *self.lines, self.pending = (self.pending + chunk).split(b"\n")
+
+
+def _stdin_lines(reader: _LineReader | None
+                 ) -> typing.Iterator[tuple[int, str | None, str | None]]:
+    """Stdin's lines, read lazily as `(line number, text, problem)`: the text without its line
+    ending, or None with a description of the problem when the line is not valid UTF-8.
+
+    Args:
+        reader: stdin's bytes; None reads `sys.stdin` as text (an `io.StringIO`).
+    """
+    if reader is None:
+        for number, line in enumerate(sys.stdin or (), 1):
+            yield number, line.rstrip("\r\n"), None
+        return
+    for number, raw in enumerate(reader, 1):
+        raw = raw.rstrip(b"\r\n")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            yield number, None, (f"is not valid UTF-8 ({error.reason} at byte {error.start}: "
+                                 f"{raw[error.start:error.start + 4]!r})")
+            continue
+        yield number, text.removeprefix("\ufeff") if number == 1 else text, None
+
+
+def _always() -> bool:
+    return True
+
+
+def _batches(items: typing.Iterable[Any], size: int, ready: typing.Callable[[], bool]
+             ) -> typing.Iterator[list[Any]]:
+    """`items` in lists of at most `size`; a list ends early when `ready()` says the next item
+    would mean waiting (so a line that came alone is answered without waiting for more)."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size or not ready():
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _stdout_to_devnull() -> None:
+    """Points stdout's file descriptor at /dev/null, so that the interpreter's last flush
+    after a broken pipe does not fail again."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _write_lines(lines: Sequence[str]) -> None:
+    """Writes and flushes lines on stdout, so that a reader sees each batch as it is done."""
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    sys.stdout.flush()
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """`zoo translate`: one translation per line of TEXT arguments or stdin, written batch by
+    batch; returns 1 when some stdin lines could not be read (see the module's doc)."""
     import zoo
+    from zoo.decoding import check_search_settings
     from zoo.translator import Translator
 
     model = zoo.load(args.model, expect=Translator)
-    texts = _read_texts(args.text)
-    for line in model.translate(texts, beam_size=args.beam_size, max_length=args.max_length):
-        print(line)
+    # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
+    check_search_settings(args.beam_size, args.max_length, model.max_target_length)
+    ready: typing.Callable[[], bool] = _always
+    if args.text:
+        lines = ((number, text, None) for number, text in enumerate(args.text, 1))
+    else:
+        binary = getattr(sys.stdin, "buffer", None)
+        reader = None if binary is None else _LineReader(binary)
+        ready = ready if reader is None else reader.ready
+        lines = _stdin_lines(reader)
+    first, count, failed = None, 0, 0
+    for batch in _batches(lines, TRANSLATE_BATCH, ready):
+        texts = []
+        for number, text, problem in batch:
+            if problem is not None:
+                failed += 1
+                print(f"zoo: warning: line {number} of stdin {problem}; its output line is "
+                      "empty", file=sys.stderr)
+            elif first is None and text.strip():
+                first = text
+            texts.append(text or "")
+        count += len(batch)
+        translations = model.translate(texts, beam_size=args.beam_size,
+                                       max_length=args.max_length)
+        try:
+            _write_lines(translations)
+        except BrokenPipeError:
+            # The reader has gone (`zoo translate < big.txt | head`): stop quietly, with the
+            # status of a process that SIGPIPE ended, as Unix filters do.
+            _stdout_to_devnull()
+            return 141
     if args.attention:
         from zoo.plots import plot_alignment
 
-        source, target, weights = model.cross_attention(texts[0], beam_size=args.beam_size)
+        if first is None:
+            raise ValueError("--attention needs a sentence to draw; none was given")
+        source, target, weights = model.cross_attention(first, beam_size=args.beam_size)
         plot_alignment(source, target, weights, args.attention)
         print(f"wrote the cross-attention of the first sentence to {args.attention}",
               file=sys.stderr)
+    if failed:
+        print(f"zoo: error: {failed} of {count} lines of stdin were not valid UTF-8; their "
+              "output lines are empty", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
@@ -519,7 +666,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Argument errors exit with status 2 (argparse's usage and message); a user's mistake
     found while running (a missing file, an unknown model) is one line `zoo: error: ...`
-    on stderr and status 2.
+    on stderr and status 2. Status 1: `zoo translate` finished, but some stdin lines were not
+    valid UTF-8 (their output lines are empty); 141: its stdout was closed early.
     """
     from zoo.quiet import filtered_stderr, verbose_requested
 
@@ -537,11 +685,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     quiet = filtered_stderr(verbose or args.verbose) if args.command in TENSORFLOW_COMMANDS else (
         contextlib.nullcontext())
+    status = 0
     with quiet:
         try:
-            args.func(args)
-        except (ValueError, FileNotFoundError, FileExistsError, TypeError, KeyError,
-                ModuleNotFoundError) as error:
+            status = args.func(args)
+        except (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError,
+                NotADirectoryError, TypeError, KeyError, ModuleNotFoundError) as error:
             text = str(error).strip()
             # A user's mistake is one line; a many-line message (TensorFlow's "in user
             # code: ...") is a bug, which keeps its traceback, as everything does with
@@ -552,7 +701,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 def _check_inputs(args: argparse.Namespace) -> str | None:
@@ -572,8 +721,12 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
             return text.splitlines()[0] if text else repr(error)
     if args.command == "classify":
         for path in args.images:
-            if not os.path.isfile(path):
+            if os.path.isdir(path):
+                return f"image {path} is a directory, not an image file"
+            if not os.path.exists(path):
                 return f"image file {path} does not exist"
+            if not os.path.isfile(path):
+                return f"image {path} is not a regular file"
     if args.command == "evaluate":
         for flag in ("source", "reference", "data"):
             path = getattr(args, flag, None)

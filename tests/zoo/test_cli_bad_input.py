@@ -1,0 +1,259 @@
+"""Bad input to the `zoo` command (issue 15): a table of mistakes, each with its exit status
+and one line on stderr, never a traceback; stdin read lazily and line by line."""
+
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+import zlib
+
+import keras
+import numpy as np
+import pytest
+
+import zoo.cli
+from training.image_files import load_image
+from zoo import registry
+from zoo.cli import main
+from zoo.translator import Translator
+from zoo.vit import VisionTransformer
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that declares `width` x `height` 1-bit grey pixels and holds none: what PIL reads
+    before it refuses a decompression bomb, in a few bytes."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", b"")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, small_tokenizer):
+    """A saved_models/ folder with a small translator and a small ViT, and bad images."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("bad_input")
+    keras.utils.set_random_seed(0)
+    translator = Translator.from_architecture(
+        "transformer-tiny", small_tokenizer, hidden_dim=32, intermediate_dim=64, num_heads=4,
+        max_source_length=32, max_target_length=16)
+    translator.ensure_built()
+    vit = VisionTransformer(image_size=16, patch_size=4, num_classes=3, hidden_dim=16,
+                            num_layers=1, num_heads=2, intermediate_dim=32,
+                            class_names=["cat", "dog", "bird"])
+    for name, model, kind in (("translator-test", translator, "translator"),
+                              ("vit-test", vit, "vit")):
+        folder = root / "saved_models" / name
+        folder.mkdir(parents=True)
+        model.save(folder / "model.keras")
+        registry.write_manifest(folder, kind=kind, description="a test model")
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(root / "good.png")
+    (root / "corrupt.png").write_bytes(b"this is not a picture\n")
+    (root / "truncated.png").write_bytes((root / "good.png").read_bytes()[:40])
+    (root / "bomb.png").write_bytes(_png_header(20_000, 20_000))  # PIL: an error
+    (root / "big.png").write_bytes(_png_header(10_000, 10_000))  # PIL: only a warning
+    (root / "folder.png").mkdir()
+    return root, translator
+
+
+@pytest.fixture()
+def repository(files, monkeypatch):
+    root, translator = files
+    monkeypatch.setattr(registry, "MODELS_DIR", root / "saved_models")
+    return root, translator
+
+
+def run(argv, stdin, monkeypatch, capsys):
+    """`main(argv)` in-process with `stdin` (bytes) on sys.stdin; (status, stdout, stderr)."""
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin), "utf-8"))
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's errors
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+T, V = ["translate", "--model", "translator-test"], ["classify", "--model", "vit-test"]
+CASES = [
+    # (name, argv ({dir} is the test folder), stdin, status, stderr holds)
+    ("unknown model", ["translate", "--model", "no-such-model", "hi"], None, 2,
+     "zoo: error: unknown model 'no-such-model'"),
+    ("missing model file", ["classify", "--model", "{dir}/nope.keras", "{dir}/good.png"], None,
+     2, "nope.keras"),
+    ("missing image", [*V, "{dir}/missing.png"], None, 2,
+     "zoo: error: image file {dir}/missing.png does not exist"),
+    ("directory as image", [*V, "{dir}/folder.png"], None, 2,
+     "zoo: error: image {dir}/folder.png is a directory, not an image file"),
+    ("corrupt image", [*V, "{dir}/good.png", "{dir}/corrupt.png"], None, 2,
+     "zoo: error: cannot decode image file {dir}/corrupt.png"),
+    ("truncated image", [*V, "{dir}/truncated.png"], None, 2,
+     "zoo: error: cannot decode image file {dir}/truncated.png"),
+    ("decompression bomb", [*V, "{dir}/bomb.png"], None, 2,
+     "zoo: error: image file {dir}/bomb.png has 400,000,000 pixels"),
+    ("image PIL only warns of", [*V, "{dir}/big.png"], None, 2,
+     "zoo: error: image file {dir}/big.png has 100,000,000 pixels"),
+    ("wrong kind of model", ["classify", "--model", "translator-test", "{dir}/good.png"], None,
+     2, "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"),
+    ("top-k 0", [*V, "--top-k", "0", "{dir}/good.png"], None, 2, "top_k must be a positive"),
+    ("beam size 0", [*T, "--beam-size", "0", "hi"], None, 2,
+     "zoo: error: beam_size must be at least 1"),
+    ("beam size not a number", [*T, "--beam-size", "x", "hi"], None, 2,
+     "argument --beam-size: invalid int value: 'x'"),
+    ("beam size 0, stdin unread", [*T, "--beam-size", "0"], b"hi\n", 2,
+     "zoo: error: beam_size must be at least 1"),
+    ("max length too long", [*T, "--max-length", "100000", "hi"], None, 2,
+     "zoo: error: max_length must be an integer from 1 to 16"),
+    ("max length 0", [*T, "--max-length", "0", "hi"], None, 2,
+     "zoo: error: max_length must be an integer from 1 to 16"),
+    ("empty stdin", T, b"", 0, ""),
+    ("invalid UTF-8 line", [*T, "--beam-size", "1"], b"A dog.\n\xff\xfe dog\nA cat.\n", 1,
+     ("zoo: warning: line 2 of stdin is not valid UTF-8 (invalid start byte at byte 0: "
+      "b'\\xff\\xfe d'); its output line is empty")),
+    ("attention without a sentence", [*T, "--attention", "{dir}/a.png"], b"\n", 2,
+     "zoo: error: --attention needs a sentence"),
+]
+
+
+@pytest.mark.parametrize("name, argv, stdin, status, message", CASES,
+                         ids=[case[0] for case in CASES])
+def test_a_mistake_is_one_line_and_its_status(name, argv, stdin, status, message, repository,
+                                               monkeypatch, capsys):
+    root, _ = repository
+    argv = [a.format(dir=root) for a in argv]
+    got, out, err = run(argv, stdin, monkeypatch, capsys)
+    assert "Traceback" not in err
+    assert message.format(dir=root) in err
+    assert got == status, err
+    if status == 2 and name != "attention without a sentence":  # (that one translates "")
+        assert out == ""
+        if not err.startswith("usage:"):
+            assert len(err.splitlines()) == 1, err
+    if status == 0:
+        assert err == ""
+
+
+def test_an_invalid_utf8_line_fails_alone(repository, monkeypatch, capsys):
+    _, translator = repository
+    stdin = b"A dog runs.\n\xc3\x28 broken\n\nTwo men talk.\r\n"
+    status, out, err = run([*T, "--beam-size", "1"], stdin, monkeypatch, capsys)
+    assert status == 1
+    assert out.split("\n") == [*translator.translate(
+        ["A dog runs.", "", "", "Two men talk."], beam_size=1), ""]
+    assert out.split("\n")[1:3] == ["", ""]  # the bad line and the empty line
+    assert err.splitlines() == [
+        ("zoo: warning: line 2 of stdin is not valid UTF-8 (invalid continuation byte at "
+         "byte 0: b'\\xc3( b'); its output line is empty"),
+        "zoo: error: 1 of 4 lines of stdin were not valid UTF-8; their output lines are empty"]
+
+
+class _Stdin:
+    """A stdin whose bytes are made on demand, counting the lines read so far."""
+
+    def __init__(self, lines):
+        self.lines, self.read = lines, 0
+
+    @property
+    def buffer(self):
+        for line in self.lines:
+            self.read += 1
+            yield line
+
+
+class _Stdout(io.StringIO):
+    """A stdout that records, at each flush, how many lines are written and how many read."""
+
+    def __init__(self, stdin):
+        super().__init__()
+        self.stdin, self.flushes = stdin, []
+
+    def flush(self):
+        self.flushes.append((self.getvalue().count("\n"), self.stdin.read))
+
+
+def test_stdin_is_translated_batch_by_batch_as_it_is_read(repository, monkeypatch):
+    _, translator = repository
+    texts = [f"A dog runs {i} times." if i % 3 else "" for i in range(10)]
+    stdin = _Stdin([(t + "\n").encode() for t in texts])
+    stdout = _Stdout(stdin)
+    monkeypatch.setattr(zoo.cli, "TRANSLATE_BATCH", 4)
+    monkeypatch.setattr("sys.stdin", stdin)
+    monkeypatch.setattr("sys.stdout", stdout)
+    assert main([*T, "--beam-size", "1", "--max-length", "6"]) == 0
+    # Each batch is out before the next is read; one line per input line, in order.
+    assert stdout.flushes[:3] == [(4, 4), (8, 8), (10, 10)]
+    expected = translator.translate(texts, beam_size=1, max_length=6)
+    assert stdout.getvalue().split("\n") == [*expected, ""]
+    assert all(line == "" for text, line in zip(texts, expected) if not text)
+
+
+def test_load_image_refuses_folders_bombs_and_corrupt_files(files):
+    root, _ = files
+    with pytest.raises(IsADirectoryError, match="folder.png is a directory, not an image"):
+        load_image(root / "folder.png")
+    for name, pixels in (("bomb.png", "400,000,000"), ("big.png", "100,000,000")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # PIL's warning is not let out either
+            with pytest.raises(ValueError, match=f"{name} has {pixels} pixels, more than the "
+                                                 "89,478,485 allowed"):
+                load_image(root / name)
+    with pytest.raises(ValueError, match="cannot decode image file .*corrupt.png: "):
+        load_image(root / "corrupt.png")
+    assert load_image(root / "good.png").shape == (8, 8, 3)
+    assert np.all(load_image(root / "good.png", image_size=4) == (200, 30, 30))
+
+
+def test_lines_piped_alone_are_answered_without_waiting_for_more(repository, monkeypatch):
+    """A co-process that writes two lines and waits for their translations gets them: a batch
+    is what stdin holds so far, not a full `TRANSLATE_BATCH`."""
+    import os
+    import threading
+
+    _, translator = repository
+    read_fd, write_fd = os.pipe()
+    answered = threading.Event()
+
+    class Stdout(io.StringIO):
+        def flush(self):
+            if self.getvalue().count("\n") >= 2:
+                answered.set()
+
+    stdout = Stdout()
+    outcome = {}
+
+    def producer():
+        os.write(write_fd, b"A dog runs.\nTwo men talk.\n")
+        outcome["answered"] = answered.wait(60)
+        os.write(write_fd, b"A cat sleeps.\n")
+        os.close(write_fd)
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(open(read_fd, "rb"), "utf-8"))
+    monkeypatch.setattr("sys.stdout", stdout)
+    thread = threading.Thread(target=producer)
+    thread.start()
+    try:
+        assert main([*T, "--beam-size", "1", "--max-length", "6"]) == 0
+    finally:
+        thread.join()
+        answered.set()
+    assert outcome["answered"], "the first two lines waited for the third"
+    texts = ["A dog runs.", "Two men talk.", "A cat sleeps."]
+    assert stdout.getvalue().split("\n") == [
+        *translator.translate(texts, beam_size=1, max_length=6), ""]
+
+
+def test_a_closed_stdout_stops_translate_quietly(repository, monkeypatch, capsys):
+    """`zoo translate < big.txt | head -1`: no BrokenPipeError traceback; status 141."""
+    class ClosedStdout(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"A dog.\n" * 3), "utf-8"))
+    monkeypatch.setattr("sys.stdout", ClosedStdout())
+    assert main([*T, "--beam-size", "1", "--max-length", "4"]) == 141
+    assert capsys.readouterr().err == ""
