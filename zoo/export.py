@@ -10,6 +10,11 @@
   and `probabilities`, with decoding, resizing and normalisation in the graph (an image above
   `MAX_PIXELS`, read from its header, is refused before it is decoded); and
   `classify_pixels`: float pixels `[batch, H, W, 3]` in 0..255;
+- a sentence encoder's `serving_default`: `tf.string [batch]` sentences -> `embeddings`
+  (float32 `[batch, dim]`, pooled and normalised as `SentenceEncoder.embed`), with BERT's
+  WordPiece tokenization in the graph (`SentenceTokenizer.tokenize_in_graph`, TF Text ops,
+  the same ids as the Python tokenizer); and `embed_ids`: int32 `token_ids` and
+  `padding_mask` `[batch, length]` -> `embeddings`;
 - `assets.extra/tf_serving_warmup_requests`, PredictionLog records that TF Serving replays at
   load time so the first real request does not pay for graph warm-up.
 
@@ -87,6 +92,31 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
         return {"target_ids": tokens, "scores": scores}
 
     return translate, translate_ids, tokenizer
+
+
+def sentence_encoder_endpoints(model: Any) -> tuple[Any, Any]:
+    """The two `tf.function`s of an exported `SentenceEncoder`: sentences and token ids.
+
+    Raises:
+        ValueError: the encoder has no vocabulary (it cannot tokenize text).
+    """
+    import tensorflow as tf
+
+    tokenizer = model.tokenizer
+
+    def embeddings(batch: dict) -> dict:
+        return {"embeddings": tf.cast(model(batch, training=False), tf.float32)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def embed(sentences: tf.Tensor) -> dict:
+        return embeddings(tokenizer.tokenize_in_graph(sentences))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids"),
+                                  tf.TensorSpec([None, None], tf.int32, name="padding_mask")])
+    def embed_ids(token_ids: tf.Tensor, padding_mask: tf.Tensor) -> dict:
+        return embeddings({"token_ids": token_ids, "padding_mask": padding_mask})
+
+    return embed, embed_ids
 
 
 # The most pixels (height x width) an exported ViT decodes from one image: 40 megapixels,
@@ -284,7 +314,7 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         force: replace an existing version folder; the old one is swapped out only once the
             new one is complete.
         beam_size, alpha: the translator's search, fixed in the graph.
-        top_k: how many labels the ViT returns.
+        top_k: how many labels the ViT returns (a sentence encoder ignores these three).
         name: the served model's name; the shipped name or the file's stem by default.
 
     Returns:
@@ -293,12 +323,14 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
     Raises:
         FileExistsError: the version exists (without `force`), or another export wrote it
             meanwhile.
-        ValueError: a bad version, name, beam size, alpha or top-k; the errors of `zoo.load`.
+        ValueError: a bad version, name, beam size, alpha or top-k; a sentence encoder
+            without a vocabulary; the errors of `zoo.load`.
     """
     import tensorflow as tf
 
     import zoo
     from zoo.decoding import check_search_settings
+    from zoo.sentence_encoder import SentenceEncoder
     from zoo.translator import Translator
 
     _require_tensorflow_backend()
@@ -333,6 +365,11 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         archive.add_endpoint(SERVING_SIGNATURE, translate)
         archive.add_endpoint("translate_ids", translate_ids)
         warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
+    elif isinstance(model, SentenceEncoder):
+        embed, embed_ids = sentence_encoder_endpoints(model)
+        archive.add_endpoint(SERVING_SIGNATURE, embed)
+        archive.add_endpoint("embed_ids", embed_ids)
+        warmup = {"sentences": tf.constant(["A man is eating food."])}
     else:
         classify_bytes, classify_pixels = vit_endpoints(model, top_k)
         archive.add_endpoint(SERVING_SIGNATURE, classify_bytes)

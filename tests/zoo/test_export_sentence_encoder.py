@@ -1,0 +1,218 @@
+"""An exported SentenceEncoder: WordPiece in the graph, embeddings as `embed` gives them.
+
+The graph tokenizer (`SentenceTokenizer.tokenize_in_graph`, TF Text ops) must give the ids of
+the Python tokenizer (keras-hub's Python WordPiece path) on real sentences and on edge cases;
+the SavedModel is run in a fresh process that imports only TensorFlow and TF Text.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from tests.zoo.conftest import read_gz
+from tests.zoo.test_export import _saved_values, run_like_a_server
+from zoo.export import export_model
+from zoo.sentence_encoder import SentenceEncoder
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                                reason="export runs on the TensorFlow backend")
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may try the network
+
+MODEL_CARD_PAIR = ["A man is eating food.", "A man is eating a piece of bread."]
+EDGE_CASES = [
+    "", "   ", "word " * 400,  # empty, blank, longer than max_length (truncated)
+    "Héllo, WORLD!! A naïve café in 東京 — résumé attached.",
+    "Ǆemal İstanbul ß Straße ﬁne Ⅻ ÅNGSTRÖM Ωμέγα Привет",
+    "١٢٣ ＡＢＣ かなカナ한국어 ½ ① ㎏",
+    "x" * 150 + " Unaffable tokenizers; it's 3.14 o'clock, isn't it?",  # a word > 100 bytes
+    "tab\tnew\nline\u00a0nbsp\u200bzero-width\u00adsoft hyphen",
+    "\x00nul\x07bell \ufffd replacement 😀👍🏽 emoji z̷̢a̸l̵g̶o",
+    "[CLS] [SEP] [UNK] ##ing",  # special-token text is text
+    "Balinese \u1b4e, Lao \u0ece, legacy \U0001ccd6: newer Unicode than Python's tables",
+]
+
+
+def graph_batch(tokenizer, texts: list[str]) -> dict:
+    import tensorflow as tf
+
+    function = tf.function(tokenizer.tokenize_in_graph,
+                           input_signature=[tf.TensorSpec([None], tf.string)])
+    return {k: v.numpy() for k, v in function(tf.constant(texts)).items()}
+
+
+def assert_same_batches(tokenizer, texts: list[str]) -> None:
+    ours = graph_batch(tokenizer, texts)
+    python = tokenizer(texts)
+    assert ours["token_ids"].dtype == python["token_ids"].dtype == np.int32
+    for i, text in enumerate(texts):
+        assert ours["token_ids"][i].tolist() == python["token_ids"][i].tolist(), repr(text)
+    np.testing.assert_array_equal(ours["padding_mask"], python["padding_mask"])
+
+
+@pytest.fixture(scope="module")
+def minilm() -> SentenceEncoder:
+    from zoo.converters.minilm import load_minilm
+
+    try:
+        return load_minilm()
+    except (ModuleNotFoundError, FileNotFoundError) as error:
+        pytest.skip(f"all-MiniLM-L6-v2 weights are not installed: {error}")
+
+
+@pytest.fixture(scope="module")
+def real_sentences(shared_data) -> list[str]:
+    return read_gz(shared_data / "multi30k" / "val.en.gz", 200)
+
+
+# ---------------------------------------------------------------- tokenizer
+def test_graph_ids_equal_python_ids_on_edge_cases(minilm):
+    tokenizer = minilm.tokenizer
+    assert_same_batches(tokenizer, EDGE_CASES)
+    long = graph_batch(tokenizer, ["word " * 400])["token_ids"][0].tolist()
+    assert len(long) == tokenizer.max_length == 256
+    assert long[0] == tokenizer.cls_id and long[-1] == tokenizer.sep_id
+    empty = graph_batch(tokenizer, [""])
+    assert empty["token_ids"].tolist() == [[tokenizer.cls_id, tokenizer.sep_id]]
+
+
+def test_graph_ids_equal_python_ids_on_real_sentences(minilm, real_sentences):
+    assert len(real_sentences) == 200
+    assert_same_batches(minilm.tokenizer, real_sentences)
+    assert_same_batches(minilm.tokenizer, real_sentences[:7] + EDGE_CASES[:3])
+
+
+@pytest.mark.slow
+def test_graph_ids_equal_python_ids_for_every_code_point(minilm):
+    # Each character alone and inside a word: punctuation splits, accents go, case folds,
+    # unknown characters make [UNK], exactly as in Python (whose Unicode tables are older
+    # than RE2's and ICU's).
+    tokenizer = minilm.tokenizer
+    code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    for start in range(0, len(code_points), 100_000):
+        texts = [f"Ab{chr(c)}cD {chr(c)}" for c in code_points[start:start + 100_000]]
+        ours = graph_batch(tokenizer, texts)
+        ids = [row[mask.astype(bool)].tolist()
+               for row, mask in zip(ours["token_ids"], ours["padding_mask"])]
+        wrong = [(hex(ord(t[2])), a, b)
+                 for t, a, b in zip(texts, ids, tokenizer.tokenize(texts)) if a != b]
+        assert not wrong, wrong[:5]
+
+
+def test_the_cased_tokenizer_also_matches():
+    from zoo.sentence_encoder import SentenceTokenizer
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello", "Ca", "##fé", ",",
+                  "!", "é", "東"]
+    tokenizer = SentenceTokenizer(vocabulary, max_length=6, lowercase=False)
+    assert_same_batches(tokenizer, ["Hello, Café!", "hello 東京 é", "", "Hello " * 9])
+
+
+# ---------------------------------------------------------------- a small model
+@pytest.fixture(scope="module")
+def small_encoder() -> SentenceEncoder:
+    keras.utils.set_random_seed(5)
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "man", "is", "eating", "food",
+                  ".", "bread", "piece", "of", "##s", "dog"]
+    return SentenceEncoder(vocabulary_size=len(vocabulary), num_layers=2, num_heads=2,
+                           hidden_dim=16, intermediate_dim=32, max_positions=32,
+                           max_length=12, vocabulary=vocabulary)
+
+
+@pytest.fixture(scope="module")
+def exported_small(small_encoder, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("encoder")
+    small_encoder.save(folder / "encoder.keras")
+    repository = tmp_path_factory.mktemp("repository")
+    version = export_model(str(folder / "encoder.keras"), repository, version=2)
+    return repository, version
+
+
+def test_small_encoder_served_equals_embed_and_embed_ids(small_encoder, exported_small):
+    repository, version = exported_small
+    assert version == repository / "encoder" / "2" and (version / "saved_model.pb").exists()
+    assert 'name: "encoder"' in (repository / "models.config").read_text()
+    texts = MODEL_CARD_PAIR + ["dogs", "", "a man " * 20, "Ünknown wörds!"]
+    batch = small_encoder.tokenizer(texts)
+    (served, by_ids, warmed) = run_like_a_server(
+        f"model = tf.saved_model.load({str(version)!r})\n"
+        "out = model.signatures['serving_default'](sentences=tf.constant("
+        f"{texts!r}))\n"
+        "print(json.dumps(out['embeddings'].numpy().tolist()))\n"
+        "out = model.signatures['embed_ids'](token_ids=tf.constant("
+        f"{batch['token_ids'].tolist()!r}), padding_mask=tf.constant("
+        f"{batch['padding_mask'].tolist()!r}))\n"
+        "print(json.dumps(out['embeddings'].numpy().tolist()))\n"
+        # The warm-up request, replayed as TF Serving does at load time.
+        "from tensorflow_serving.apis import prediction_log_pb2\n"
+        "path = " + repr(str(version / "assets.extra" / "tf_serving_warmup_requests")) + "\n"
+        "(record,) = list(tf.data.TFRecordDataset(path))\n"
+        "request = prediction_log_pb2.PredictionLog.FromString(record.numpy())"
+        ".predict_log.request\n"
+        "assert request.model_spec.name == 'encoder', request.model_spec\n"
+        "assert request.model_spec.signature_name == 'serving_default'\n"
+        "inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}\n"
+        "out = model.signatures['serving_default'](**{k: tf.constant(v) "
+        "for k, v in inputs.items()})\n"
+        "print(json.dumps(list(out['embeddings'].shape)))\n")
+    expected = small_encoder.embed(texts)
+    np.testing.assert_allclose(np.array(served), expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.array(by_ids), expected, rtol=0, atol=1e-5)
+    assert warmed == [1, 16]
+
+
+def test_small_export_stores_each_weight_once(small_encoder, exported_small):
+    _, version = exported_small
+    weights = sum(int(np.prod(w.shape)) for w in small_encoder.weights)
+    assert weights <= _saved_values(version) <= 1.2 * weights
+
+
+def test_an_encoder_without_vocabulary_is_a_one_line_error(tmp_path):
+    model = SentenceEncoder(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=4,
+                            intermediate_dim=8, max_positions=8)
+    model.save(tmp_path / "bare.keras")
+    with pytest.raises(ValueError, match="no vocabulary") as error:
+        export_model(str(tmp_path / "bare.keras"), tmp_path / "repository")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "repository" / "bare" / "1").exists()
+
+
+# ---------------------------------------------------------------- the real MiniLM
+@pytest.fixture(scope="module")
+def exported_minilm(minilm, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("minilm")
+    minilm.save(folder / "all-minilm-l6-v2.keras")
+    repository = tmp_path_factory.mktemp("repository")
+    return export_model(str(folder / "all-minilm-l6-v2.keras"), repository)
+
+
+@pytest.mark.slow
+def test_served_minilm_equals_embed(minilm, exported_minilm, real_sentences):
+    texts = MODEL_CARD_PAIR + real_sentences[:60] + EDGE_CASES
+    (served,) = run_like_a_server(
+        f"f = tf.saved_model.load({str(exported_minilm)!r}).signatures['serving_default']\n"
+        f"out = f(sentences=tf.constant({texts!r}))['embeddings']\n"
+        "assert out.dtype == tf.float32, out.dtype\n"
+        "print(json.dumps(out.numpy().tolist()))\n")
+    served = np.array(served, dtype="float32")
+    expected = minilm.embed(texts)
+    assert served.shape == expected.shape == (len(texts), 384)
+    difference = float(np.max(np.abs(served - expected)))
+    cosine = float(served[0] @ served[1])
+    print(f"max |served - embed| = {difference:.3g}; cosine of the model-card pair = "
+          f"{cosine:.6f}")
+    assert difference <= 1e-5
+    assert round(cosine, 4) == 0.7553
+
+
+@pytest.mark.slow
+def test_minilm_export_stores_each_weight_once(minilm, exported_minilm):
+    weights = sum(int(np.prod(w.shape)) for w in minilm.weights)
+    saved = _saved_values(exported_minilm)
+    size = sum(p.stat().st_size for p in exported_minilm.rglob("*") if p.is_file())
+    print(f"weights {weights}, saved values {saved}, SavedModel {size / 1e6:.1f} MB")
+    assert weights <= saved <= 1.2 * weights
