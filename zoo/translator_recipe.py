@@ -18,8 +18,6 @@ unless `force` is set (see `training.checkpointing.prepare_run_folder`).
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +26,11 @@ import numpy as np
 
 from layers.validation import is_int, positive_int
 from training.checkpoint_averaging import average_checkpoints
+from training.checkpointing import WEIGHTS_FILE
 from training.file_store import write_atomically
-from training.checkpointing import (
-    WEIGHTS_FILE,
-    ResumableCheckpoint,
-    prepare_run_folder,
-    restore_latest,
-)
 from training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from training.optimizers import transformer_adam
-from training.precision import set_precision
-from training.progress import fit_verbosity
+from training.run import finish_run, fit_resumably, resume, start_run
 from training.text_batches import filter_by_length, make_numpy_batches, make_tf_dataset
 from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
@@ -46,7 +38,6 @@ from zoo.decoding import check_search_settings
 from zoo.registry import load
 from zoo.tokenizer import SubwordTokenizer
 from zoo.translator import Translator
-
 
 # What a run writes at the top of its output folder.
 RUN_FILES = ("tokenizer.model", "checkpoints", "logs", "model.keras", "metrics.json")
@@ -214,11 +205,7 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
 def train_translator(recipe: TranslatorRecipe) -> dict:
     """Trains (or resumes) a translator; returns the metrics written to metrics.json."""
     check_recipe(recipe)
-    out = Path(recipe.output)
-    prepare_run_folder(out, RUN_FILES, force=recipe.force)
-    out.mkdir(parents=True, exist_ok=True)
-    keras.utils.set_random_seed(recipe.seed)
-    set_precision(recipe.precision)
+    out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     train, valid = load_pairs(recipe)
     pretrained = load(recipe.model, expect=Translator) if recipe.model else None
     tokenizer = _tokenizer(recipe, train, pretrained)
@@ -244,9 +231,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     model = build_translator(recipe, tokenizer, pretrained)
     sample = make_numpy_batches(source_ids[:2], target_ids[:2], 2, shuffle=False, **special)[0]
     model(sample[0])  # build the variables before restoring a checkpoint
-    initial_epoch = restore_latest(model, out / "checkpoints")
-    if initial_epoch:
-        print(f"resuming from the checkpoint of epoch {initial_epoch} in {out / 'checkpoints'}")
+    initial_epoch = resume(model, out)
 
     def translate(texts: list[str]) -> list[str]:
         return model.translate(texts, beam_size=recipe.beam_size, alpha=recipe.alpha)
@@ -260,13 +245,8 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     bleu = TranslationMetricsCallback(translate, sources, references,
                                       every=recipe.evaluate_every)
     # The last epochs stay on disk, for checkpoint averaging.
-    callbacks = [bleu, ResumableCheckpoint(out / "checkpoints",
-                                           keep=max(5, recipe.average_last)),
-                 keras.callbacks.TensorBoard(str(out / "logs"))]
-    started = time.time()
-    history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
-                        callbacks=callbacks, verbose=fit_verbosity())
-    seconds = time.time() - started
+    history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch,
+                                     callbacks=[bleu], keep=max(5, recipe.average_last))
 
     if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:
         final = {"bleu": bleu.history[-1]["bleu"], "chrf": bleu.history[-1]["chrf"]}
@@ -278,27 +258,13 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
                                                               recipe.beam_size, recipe.alpha))
     if averaged is not None:
         final = averaged
-    write_atomically(out / "model.keras", model.save)
-    metrics = {
-        "recipe": dataclasses.asdict(recipe),
-        "backend": keras.backend.backend(),
-        "training_pairs": len(source_ids),
-        "validation_pairs": len(valid),
-        "parameters": int(model.count_params()),
-        "train_seconds_this_run": round(seconds, 1),
-        "epochs_this_run": recipe.epochs - initial_epoch,
-        "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
-        "validation_bleu_per_epoch": bleu.history,
-        "validation": final,
-    }
-    if before is not None:
-        metrics["validation_before"] = before
+    extra: dict[str, Any] = {"training_pairs": len(source_ids), "validation_pairs": len(valid),
+                             "validation_bleu_per_epoch": bleu.history}
     if recipe.average_last > 1:
-        metrics["checkpoint_averaging"] = {"last": recipe.average_last,
-                                           "kept": averaged is not None}
-    write_atomically(out / "metrics.json",
-                     lambda path: path.write_text(json.dumps(metrics, indent=2)))
-    return metrics
+        extra["checkpoint_averaging"] = {"last": recipe.average_last,
+                                         "kept": averaged is not None}
+    return finish_run(out, model, recipe, history, seconds, initial_epoch, final, before,
+                      **extra)
 
 
 def _average_if_better(model: Translator, recipe: TranslatorRecipe, checkpoints: Path,

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 import math
 import os
 import tarfile
-import time
 import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -34,12 +32,6 @@ import numpy as np
 
 from layers.validation import positive_int
 from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
-from training.file_store import write_atomically
-from training.checkpointing import (
-    ResumableCheckpoint,
-    prepare_run_folder,
-    restore_latest,
-)
 from training.idx_data import (
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_DIR,
@@ -54,13 +46,11 @@ from training.image_data import (
     train_validation_split,
 )
 from training.optimizers import adamw_no_decay_on_norms
-from training.precision import set_precision
-from training.progress import fit_verbosity
+from training.run import finish_run, fit_resumably, resume, start_run
 from training.schedules import WarmupCosine
 from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.registry import load
 from zoo.vit import VisionTransformer
-
 
 # What a run writes at the top of its output folder.
 RUN_FILES = ("checkpoints", "logs", "data", "model.keras", "metrics.json")
@@ -296,11 +286,7 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
 def train_vit(recipe: ViTRecipe) -> dict:
     """Trains (or resumes) a ViT; returns the metrics written to metrics.json."""
     check_recipe(recipe)
-    out = Path(recipe.output)
-    prepare_run_folder(out, RUN_FILES, force=recipe.force)
-    out.mkdir(parents=True, exist_ok=True)
-    keras.utils.set_random_seed(recipe.seed)
-    set_precision(recipe.precision)
+    out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     images, labels, class_names = load_images(recipe)
     # Stratified: the same number of validation images from every class.
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
@@ -317,40 +303,21 @@ def train_vit(recipe: ViTRecipe) -> dict:
 
     model = build_vit(recipe, class_names, len(batches))
     model(images[:1])  # build the variables before restoring a checkpoint
-    initial_epoch = restore_latest(model, out / "checkpoints")
-    if initial_epoch:
-        print(f"resuming from the checkpoint of epoch {initial_epoch} in {out / 'checkpoints'}")
+    initial_epoch = resume(model, out)
     before = None
     if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
         before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
         print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
-    callbacks = [ResumableCheckpoint(out / "checkpoints"),
-                 keras.callbacks.TensorBoard(str(out / "logs"))]
-    started = time.time()
-    history = model.fit(batches, epochs=recipe.epochs, initial_epoch=initial_epoch,
-                        validation_data=validation, validation_batch_size=256,
-                        callbacks=callbacks, verbose=fit_verbosity())
-    seconds = time.time() - started
-    write_atomically(out / "model.keras", model.save)
+    history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch,
+                                     validation_data=validation, validation_batch_size=256)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
-    metrics = {
-        "recipe": dataclasses.asdict(recipe),
-        "backend": keras.backend.backend(),
-        "training_images": int(len(train_rows)),
-        "validation_images": int(len(valid_rows)),
-        "parameters": int(model.count_params()),
-        "train_seconds_this_run": round(seconds, 1),
-        "images_per_second_this_run": round(
-            len(train_rows) * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1),
-        "epochs_this_run": recipe.epochs - initial_epoch,
-        "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
-        "validation": {"top1": final["top1"], "top5": final["top5"]},
-    }
-    if before is not None:
-        metrics["validation_before"] = {"top1": before["top1"], "top5": before["top5"]}
-    write_atomically(out / "metrics.json",
-                     lambda path: path.write_text(json.dumps(metrics, indent=2)))
-    return metrics
+    return finish_run(
+        out, model, recipe, history, seconds, initial_epoch,
+        {"top1": final["top1"], "top5": final["top5"]},
+        None if before is None else {"top1": before["top1"], "top5": before["top5"]},
+        training_images=int(len(train_rows)), validation_images=int(len(valid_rows)),
+        images_per_second_this_run=round(
+            len(train_rows) * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1))
 
 
 def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.ndarray,

@@ -1,0 +1,96 @@
+"""The skeleton every training recipe shares, written once.
+
+A recipe (`zoo.translator_recipe`, `zoo.vit_recipe`) reads its data and builds its model; the
+steps around that are the same for every model and live here:
+
+    out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
+    ...data, model...
+    initial_epoch = resume(model, out)
+    history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch)
+    metrics = finish_run(out, model, recipe, history, seconds, initial_epoch, final, ...)
+
+so that every run is refused over a finished one, seeds and sets its precision the same way,
+continues from its last epoch checkpoint, and writes its final model and `metrics.json` (with
+the same keys) atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import keras
+
+from training.checkpointing import (
+    ResumableCheckpoint,
+    prepare_run_folder,
+    restore_latest,
+)
+from training.file_store import write_atomically
+from training.precision import set_precision
+from training.progress import fit_verbosity
+
+
+def start_run(output: str | os.PathLike, run_files: Iterable[str], force: bool, seed: int,
+              precision: str) -> Path:
+    """Prepares the run folder (refusing one that holds a finished run or foreign files,
+    unless `force`), seeds every generator and sets the precision policy; returns the folder.
+    """
+    out = Path(output)
+    prepare_run_folder(out, run_files, force=force)
+    out.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(seed)
+    set_precision(precision)
+    return out
+
+
+def resume(model: keras.Model, out: Path) -> int:
+    """Restores the newest epoch checkpoint of the run into the built, compiled `model`;
+    returns the number of epochs it had completed (0 for a fresh run)."""
+    initial_epoch = restore_latest(model, out / "checkpoints")
+    if initial_epoch:
+        print(f"resuming from the checkpoint of epoch {initial_epoch} in {out / 'checkpoints'}")
+    return initial_epoch
+
+
+def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial_epoch: int,
+                  callbacks: list | None = None, keep: int = 2,
+                  **fit_kwargs: Any) -> tuple[keras.callbacks.History, float]:
+    """`model.fit` from `initial_epoch` to `epochs` with a checkpoint after every epoch (the
+    newest `keep` kept), TensorBoard logs, and a progress bar at a terminal; returns the
+    history and the seconds it took."""
+    callbacks = list(callbacks or []) + [
+        ResumableCheckpoint(out / "checkpoints", keep=keep),
+        keras.callbacks.TensorBoard(str(out / "logs"))]
+    started = time.time()
+    history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch, callbacks=callbacks,
+                        verbose=fit_verbosity(), **fit_kwargs)
+    return history, time.time() - started
+
+
+def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callbacks.History,
+               seconds: float, initial_epoch: int, validation: dict,
+               before: dict | None = None, **extra: Any) -> dict:
+    """Writes the final `model.keras` and `metrics.json` atomically and returns the metrics:
+    the recipe, backend, parameters, time and epochs of this run, the per-epoch history,
+    the final `validation` scores, the scores `before` fine-tuning (if any), and `extra`."""
+    write_atomically(out / "model.keras", model.save)
+    metrics = {
+        "recipe": dataclasses.asdict(recipe),
+        "backend": keras.backend.backend(),
+        "parameters": int(model.count_params()),
+        "train_seconds_this_run": round(seconds, 1),
+        "epochs_this_run": recipe.epochs - initial_epoch,
+        "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},
+        **extra,
+        "validation": validation,
+    }
+    if before is not None:
+        metrics["validation_before"] = before
+    write_atomically(out / "metrics.json",
+                     lambda path: path.write_text(json.dumps(metrics, indent=2)))
+    return metrics
