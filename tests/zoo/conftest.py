@@ -25,6 +25,26 @@ def train_unigram_spm(texts: list[str], size: int) -> bytes:
     return model.getvalue()
 
 
+def run_like_a_server(code: str) -> list:
+    """Runs `code` in a fresh process that imports only TensorFlow and TF Text (as TF Serving
+    links them), checks that nothing of ours, nor keras-hub or SentencePiece's Python package,
+    was needed, and returns the JSON lines `code` printed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import tensorflow as tf, tensorflow_text, json, sys\n" + code
+            + "\nours = sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('zoo', 'layers', 'training', 'keras_hub', 'sentencepiece'))\n"
+              "assert not ours, ours\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.strip().splitlines()
+            if line.startswith(("[", "{"))]
+
+
 def read_gz(path, limit: int | None = None) -> list[str]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]

@@ -1,6 +1,5 @@
 """Exported SavedModels, checked the way TF Serving would use them."""
 
-import json
 import os
 import subprocess
 import sys
@@ -9,29 +8,12 @@ import keras
 import numpy as np
 import pytest
 
-from tests.zoo.conftest import read_gz
+from tests.zoo.conftest import read_gz, run_like_a_server
 from zoo.export import export_model
 from zoo.translator import Translator
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
-
-SERVER_IMPORTS = "import tensorflow as tf, tensorflow_text, json, sys\n"
-
-
-def run_like_a_server(code: str) -> list:
-    """Runs `code` in a fresh process that imports only TensorFlow and TF Text, and checks
-    that nothing of ours (nor Keras-Hub) was needed."""
-    code = SERVER_IMPORTS + code + (
-        "\nours = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('zoo', 'layers', 'training', 'keras_hub'))\n"
-        "assert not ours, ours\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads(line) for line in result.stdout.strip().splitlines()
-            if line.startswith(("[", "{"))]
-
 
 @pytest.fixture(scope="module")
 def exported_translator(small_tokenizer, tmp_path_factory):

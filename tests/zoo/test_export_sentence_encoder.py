@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tests.zoo.conftest import read_gz
-from tests.zoo.test_export import _saved_values, run_like_a_server
+from tests.zoo.conftest import run_like_a_server
+from tests.zoo.test_export import _saved_values
 from zoo.export import export_model
 from zoo.sentence_encoder import SentenceEncoder
 

@@ -14,7 +14,6 @@ import hashlib
 import http.server
 import io
 import json
-import os
 import tarfile
 import threading
 import urllib.parse
@@ -36,7 +35,11 @@ from transformers import (  # noqa: E402
 )
 
 import zoo.hub as hub  # noqa: E402
-from tests.zoo.conftest import read_gz, train_unigram_spm  # noqa: E402
+from tests.zoo.conftest import (  # noqa: E402
+    read_gz,
+    run_like_a_server,
+    train_unigram_spm,
+)
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER_COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
@@ -594,23 +597,6 @@ def test_unreachable_hub_and_nothing_cached_is_one_line(online):
 
 
 # ---------------------------------------------------------------------- export
-def run_like_a_server(code: str) -> list:
-    """Runs `code` in a fresh process that imports only TensorFlow and TF Text (and checks
-    that nothing of ours, nor Keras-Hub, was loaded); returns its JSON lines."""
-    import subprocess
-    import sys
-
-    code = ("import tensorflow as tf, tensorflow_text, json, sys\n" + code
-            + "\nours = sorted(m for m in sys.modules if m.split('.')[0] in "
-              "('zoo', 'layers', 'training', 'keras_hub', 'sentencepiece'))\n"
-              "assert not ours, ours\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads(line) for line in result.stdout.strip().splitlines()
-            if line.startswith(("[", "{"))]
-
-
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 def test_exported_opus_mt_handle_translates_strings_as_the_python_api(hub_cache, opus_mt,
