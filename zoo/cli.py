@@ -689,8 +689,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with quiet:
         try:
             status = args.func(args)
-        except (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError,
-                NotADirectoryError, TypeError, KeyError, ModuleNotFoundError) as error:
+        # A user's mistakes: bad values (ValueError, the zoo's DownloadError among them),
+        # files that are missing, in the way, unreadable or of the wrong kind, a package to
+        # install. A TypeError or KeyError is the zoo's bug and keeps its traceback.
+        except (ValueError, FileNotFoundError, FileExistsError, PermissionError,
+                IsADirectoryError, NotADirectoryError, ModuleNotFoundError) as error:
             text = str(error).strip()
             # A user's mistake is one line; a many-line message (TensorFlow's "in user
             # code: ...") is a bug, which keeps its traceback, as everything does with

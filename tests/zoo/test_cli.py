@@ -111,3 +111,26 @@ def _with_func(parser, func):
         for sub in action.choices.values():
             sub.set_defaults(func=func)
     return parser
+
+
+@pytest.mark.parametrize("error, one_line", [
+    (PermissionError("cannot write /srv/out: permission denied"), True),
+    (TypeError("unsupported operand type(s)"), False),
+    (KeyError("missing"), False),
+])
+def test_user_mistakes_are_one_line_and_bugs_keep_their_traceback(model_repository, monkeypatch,
+                                                                  capsys, error, one_line):
+    import zoo.cli
+
+    def failing(args):
+        raise error
+
+    parser = zoo.cli.build_parser
+    monkeypatch.setattr(zoo.cli, "build_parser",
+                        lambda recipes=True: _with_func(parser(recipes), failing))
+    if one_line:
+        assert main(["models"]) == 2
+        assert capsys.readouterr().err == f"zoo: error: {error}\n"
+    else:
+        with pytest.raises(type(error)):
+            main(["models"])
