@@ -243,6 +243,9 @@ class MultiHeadAttention(keras.layers.Layer):
         cache: Any | None = None,
         cache_update_index: Any | None = None,
     ) -> Any:
+        if cache is None and cache_update_index is not None:
+            raise ValueError("cache_update_index needs a cache: pass cache=... (an "
+                             "empty_cache or the previous step's), or drop the index")
         self_attention = value is None
         # With a cross-attention cache, `value` and `key` are not used, nor are their masks.
         cached_memory = cache is not None and cache_update_index is None

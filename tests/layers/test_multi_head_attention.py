@@ -185,3 +185,10 @@ def test_prune_heads_out_of_range():
         layer.prune_heads([5])
     with pytest.raises(ValueError, match="all 2 heads"):
         layer.prune_heads([0, 1])
+
+
+def test_a_cache_index_without_a_cache_is_refused():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    x = np.zeros((1, 3, 8), "float32")
+    with pytest.raises(ValueError, match="cache_update_index needs a cache"):
+        layer(x, cache_update_index=0)
