@@ -70,8 +70,14 @@ def test_indivisible_images_are_refused_naming_the_sizes():
 
 def test_unknown_image_size_in_a_functional_model():
     images = keras.Input((None, None, 3))
-    model = keras.Model(images, PatchEmbedding(patch_size=2, hidden_dim=4)(images))
-    assert tuple(model(np.zeros((2, 6, 4, 3), "float32")).shape) == (2, 6, 4)
+    layer = PatchEmbedding(patch_size=2, hidden_dim=4)
+    model = keras.Model(images, layer(images))
+    x = np.random.default_rng(2).normal(size=(2, 6, 4, 3)).astype("float32")
+    out = np.asarray(ops.convert_to_numpy(model(x)))
+    assert out.shape == (2, 6, 4)
+    kernel = ops.convert_to_numpy(layer.projection.kernel).reshape(2 * 2 * 3, 4)
+    expected = flattened_patches(x, 2) @ kernel + ops.convert_to_numpy(layer.projection.bias)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", [{"patch_size": 0, "hidden_dim": 4},

@@ -136,7 +136,13 @@ def test_padding_mask_passes_through_without_warning():
     embedded = keras.layers.Embedding(10, 4, mask_zero=True)(ids)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        SinusoidalPositionEncoding()(embedded)
+        encoded = SinusoidalPositionEncoding()(embedded)
+    mask = getattr(encoded, "_keras_mask", None)
+    assert mask is not None, "the padding mask was dropped"
+    np.testing.assert_array_equal(ops.convert_to_numpy(mask), [[True, True, False, False]])
+    np.testing.assert_allclose(ops.convert_to_numpy(encoded)[0],
+                               ops.convert_to_numpy(sinusoidal_position_encoding(4, 4)),
+                               atol=1e-6)
 
 
 def test_concatenated_layout_is_the_same_sinusoids_sines_first():
