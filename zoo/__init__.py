@@ -6,6 +6,7 @@
 
 `import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
 so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
+A mistake in what the user gave raises `zoo.UserError` (a ValueError; see zoo/errors.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 # Public name -> the module that defines it; imported on first access (PEP 562).
 _LAZY = {
+    "UserError": "zoo.errors",
     "list_models": "zoo.registry",
     "load": "zoo.registry",
     "load_weights": "zoo.registry",
 }
 
-__all__ = ["list_models", "load", "load_weights"]
+__all__ = ["UserError", "list_models", "load", "load_weights"]
 
 if TYPE_CHECKING:
+    from zoo.errors import UserError  # noqa: F401
     from zoo.registry import list_models, load, load_weights  # noqa: F401
 
 
