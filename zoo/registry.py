@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.file_store import cache_dir, write_atomically
+from zoo.errors import UserError
 
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
     import keras
@@ -51,7 +52,7 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-class DownloadError(ValueError):
+class DownloadError(UserError):
     """A URL that cannot be fetched, fails its sha256, or is refused (plain http, no hash)."""
 
 
@@ -199,7 +200,7 @@ def resolve(name_or_path: str) -> Path:
         return path
     if os.sep in name_or_path or name_or_path.endswith(".keras"):
         raise FileNotFoundError(f"no model file at {path}")
-    raise ValueError(
+    raise UserError(
         f"unknown model {name_or_path!r}: not a shipped model, a path or a URL. Shipped "
         f"models: {', '.join(sorted(shipped)) or '(none installed)'}")
 
@@ -232,36 +233,36 @@ def load(name_or_path: str, compile: bool = False,
     _register_classes()
     path = resolve(name_or_path)
     if not str(path).endswith(".keras"):
-        raise ValueError(f"{path} is not a .keras file")
+        raise UserError(f"{path} is not a .keras file")
     try:
         with zipfile.ZipFile(path) as archive:
             config = json.loads(archive.read("config.json"))
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
-        raise ValueError(f"{path} is not a readable .keras file (truncated or damaged?): "
-                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
-                         ) from error
+        raise UserError(f"{path} is not a readable .keras file (truncated or damaged?): "
+                        f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+                        ) from error
     if expect is not None and isinstance(config, dict):
         # The kind, from the config alone: a wrong kind is refused before any weight loads.
         stored = keras.saving.get_registered_object(str(config.get("registered_name")))
         if isinstance(stored, type) and not issubclass(stored, expect):
-            raise ValueError(f"{name_or_path!r} is a {stored.__name__}, not a "
-                             f"{expect.__name__}")
+            raise UserError(f"{name_or_path!r} is a {stored.__name__}, not a "
+                            f"{expect.__name__}")
     try:
         model = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except (zipfile.BadZipFile, EOFError, OSError) as error:
-        raise ValueError(f"{path} is not a readable .keras file (truncated or damaged?): "
-                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
-                         ) from error
+        raise UserError(f"{path} is not a readable .keras file (truncated or damaged?): "
+                        f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+                        ) from error
     except ValueError as error:
         # Keras reports a layer that "could not be loaded"; say which weight and shapes.
         model = keras.saving.deserialize_keras_object(config, safe_mode=True)
         mismatch = weight_mismatches(model, path)
         if mismatch:
-            raise ValueError(f"{path}: {mismatch[0]}") from error
+            raise UserError(f"{path}: {mismatch[0]}") from error
         raise
     if expect is not None and not isinstance(model, expect):
-        raise ValueError(f"{name_or_path!r} is a {type(model).__name__}, not a "
-                         f"{expect.__name__}")
+        raise UserError(f"{name_or_path!r} is a {type(model).__name__}, not a "
+                        f"{expect.__name__}")
     return model
 
 
@@ -342,7 +343,7 @@ def load_weights(model: keras.Model, path: str | os.PathLike) -> keras.Model:
     mismatches = weight_mismatches(model, path)
     if mismatches:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-        raise ValueError(f"{path} does not fit {model.name}: {mismatches[0]}{more}")
+        raise UserError(f"{path} does not fit {model.name}: {mismatches[0]}{more}")
     model.load_weights(path)
     return model
 
