@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from zoo.errors import UserError
+
 HEAD_FUSIONS = ("mean", "max", "min")
 
 
@@ -47,11 +49,11 @@ def attention_rollout(
             maps.
     """
     if head_fusion not in HEAD_FUSIONS:
-        raise ValueError(f"head_fusion must be one of {HEAD_FUSIONS}; got {head_fusion!r}")
+        raise UserError(f"head_fusion must be one of {HEAD_FUSIONS}; got {head_fusion!r}")
     if not 0.0 <= float(discard_ratio) < 1.0:
-        raise ValueError(f"discard_ratio must be in [0, 1); got {discard_ratio!r}")
+        raise UserError(f"discard_ratio must be in [0, 1); got {discard_ratio!r}")
     if not attention_maps:
-        raise ValueError("attention rollout needs at least one attention map")
+        raise UserError("attention rollout needs at least one attention map")
     fuse = {"mean": np.mean, "max": np.max, "min": np.min}[head_fusion]
     tokens = attention_maps[0].shape[-1]
     identity = np.eye(tokens)

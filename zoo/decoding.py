@@ -21,6 +21,8 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
+from zoo.errors import UserError
+
 NextLogits = Callable[[Any, Any, tuple], tuple[Any, tuple]]
 
 # A log-probability that can never win but stays finite in float32 arithmetic.
@@ -42,7 +44,7 @@ def _is_int(value: Any) -> bool:
 def _check_length_at_least_one(max_length: Any) -> None:
     """The searches' own check; the upper bound is the caller's (it knows the model)."""
     if _is_int(max_length) and max_length < 1:
-        raise ValueError(f"max_length must be at least 1; got {max_length!r}")
+        raise UserError(f"max_length must be at least 1; got {max_length!r}")
 
 
 def check_beam_size(beam_size: Any) -> int:
@@ -52,12 +54,12 @@ def check_beam_size(beam_size: Any) -> int:
         ValueError: not an integer from 1 to `MAX_BEAM_SIZE`; the message names the value.
     """
     if not _is_int(beam_size):
-        raise ValueError(f"beam_size must be an integer from 1 to {MAX_BEAM_SIZE}; got "
-                         f"{beam_size!r}")
+        raise UserError(f"beam_size must be an integer from 1 to {MAX_BEAM_SIZE}; got "
+                        f"{beam_size!r}")
     if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1; got {beam_size!r}")
+        raise UserError(f"beam_size must be at least 1; got {beam_size!r}")
     if beam_size > MAX_BEAM_SIZE:
-        raise ValueError(f"beam_size must be at most {MAX_BEAM_SIZE}; got {beam_size!r}")
+        raise UserError(f"beam_size must be at most {MAX_BEAM_SIZE}; got {beam_size!r}")
     return int(beam_size)
 
 
@@ -77,8 +79,8 @@ def check_max_length(max_length: Any, limit: int | None = None) -> int | None:
         return None
     limit = MAX_LENGTH if limit is None else int(limit)
     if not _is_int(max_length) or not 1 <= int(max_length) <= limit:
-        raise ValueError(f"max_length must be an integer from 1 to {limit} (the most this "
-                         f"model generates); got {max_length!r}")
+        raise UserError(f"max_length must be an integer from 1 to {limit} (the most this "
+                        f"model generates); got {max_length!r}")
     return int(max_length)
 
 
@@ -108,8 +110,8 @@ def check_search_settings(beam_size: Any, max_length: Any = None, limit: int | N
     except (TypeError, ValueError):
         value = float("nan")
     if isinstance(alpha, bool) or not 0.0 <= value <= 10.0:
-        raise ValueError(f"alpha (the length penalty) must be a number from 0 to 10; got "
-                         f"{alpha!r}")
+        raise UserError(f"alpha (the length penalty) must be a number from 0 to 10; got "
+                        f"{alpha!r}")
     return beam_size, max_length, value
 
 

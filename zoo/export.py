@@ -39,13 +39,14 @@ from typing import Any
 import keras
 
 from training.file_store import write_atomically
+from zoo.errors import UserError
 
 SERVING_SIGNATURE = "serving_default"
 
 
 def _require_tensorflow_backend() -> None:
     if keras.backend.backend() != "tensorflow":
-        raise ValueError(
+        raise UserError(
             f"export needs the TensorFlow backend (KERAS_BACKEND=tensorflow); this process "
             f"runs {keras.backend.backend()!r}. Weights trained on another backend load "
             "unchanged: export them from a TensorFlow process")
@@ -335,10 +336,10 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
 
     _require_tensorflow_backend()
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
-        raise ValueError(f"version must be a positive integer; got {version!r}")
+        raise UserError(f"version must be a positive integer; got {version!r}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer; got {top_k!r}")
+        raise UserError(f"top_k must be a positive integer; got {top_k!r}")
     from zoo.hub import is_handle, model_name
 
     if name is None and is_handle(name_or_path):
@@ -347,7 +348,7 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         path = Path(name_or_path.partition("#")[0])  # no URL fragment (#sha256=...)
         name = path.parent.name if path.name == "model.keras" else path.stem
     if not name or name.startswith(".") or "/" in name or os.sep in name:
-        raise ValueError(f"the served model's name must be a plain folder name; got {name!r}")
+        raise UserError(f"the served model's name must be a plain folder name; got {name!r}")
     target = Path(output) / name / str(int(version))
     if target.exists() and not force:
         raise FileExistsError(f"{target} exists; pass --force to replace it")

@@ -21,12 +21,13 @@ import keras
 from keras import ops
 
 from training.optimizers import relative_variable_path
+from zoo.errors import UserError
 from zoo.vit import VisionTransformer
 
 
 def _require_vit(model: object) -> VisionTransformer:
     if not isinstance(model, VisionTransformer):
-        raise ValueError(f"expected a VisionTransformer; got {type(model).__name__}")
+        raise UserError(f"expected a VisionTransformer; got {type(model).__name__}")
     return model
 
 
@@ -52,9 +53,9 @@ def replace_head(model: VisionTransformer, num_classes: int,
     """
     model = _require_vit(model)
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be a positive int; got {num_classes!r}")
+        raise UserError(f"num_classes must be a positive int; got {num_classes!r}")
     if class_names is not None and len(class_names) != num_classes:
-        raise ValueError(f"{len(class_names)} class names for num_classes={num_classes}")
+        raise UserError(f"{len(class_names)} class names for num_classes={num_classes}")
     config = {**model.get_config(), "num_classes": num_classes,
               "class_names": None if class_names is None else list(class_names)}
     config.pop("name", None)
@@ -106,8 +107,8 @@ def freeze_blocks(model: VisionTransformer, num_blocks: int) -> VisionTransforme
     model = _require_vit(model)
     if (isinstance(num_blocks, bool) or not isinstance(num_blocks, int)
             or not 0 <= num_blocks <= model.num_layers):
-        raise ValueError(f"num_blocks must be an int in 0..{model.num_layers} (the model's "
-                         f"blocks); got {num_blocks!r}")
+        raise UserError(f"num_blocks must be an int in 0..{model.num_layers} (the model's "
+                        f"blocks); got {num_blocks!r}")
     groups = encoder_groups(model)
     for depth, group in enumerate(groups):
         # Depth 0 is the embeddings: frozen together with any block.
@@ -137,7 +138,7 @@ def layer_decay_multipliers(model: VisionTransformer, decay: float) -> dict[str,
     """
     model = _require_vit(model)
     if not 0.0 < float(decay) <= 1.0:
-        raise ValueError(f"layer decay must be in (0, 1]; got {decay!r}")
+        raise UserError(f"layer decay must be in (0, 1]; got {decay!r}")
     groups = encoder_groups(model)
     top = len(groups) - 1
     multipliers = {}

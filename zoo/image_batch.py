@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from zoo.errors import UserError
+
 
 def as_image_batch(images: Any, num_channels: int = 3) -> np.ndarray:
     """Checks images and returns them as a float32 `(batch, height, width, channels)` array.
@@ -29,18 +31,18 @@ def as_image_batch(images: Any, num_channels: int = 3) -> np.ndarray:
     """
     array = np.asarray(images)
     if array.dtype.kind not in "uif":
-        raise ValueError(
+        raise UserError(
             f"images must be a numeric (uint8 or float) array; got dtype {array.dtype} "
             f"and shape {array.shape}")
     if array.ndim == 3:
         array = array[None]
     if array.ndim != 4:
-        raise ValueError(
+        raise UserError(
             "images must have shape (height, width, channels) or (batch, height, width, "
             f"channels); got shape {array.shape}")
     if array.shape[-1] != num_channels:
-        raise ValueError(
+        raise UserError(
             f"images must have {num_channels} channels (last axis); got shape {array.shape}")
     if 0 in array.shape:
-        raise ValueError(f"images must not be empty; got shape {array.shape}")
+        raise UserError(f"images must not be empty; got shape {array.shape}")
     return array.astype("float32")

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from training.text_data import MULTI30K_SPLITS, read_multi30k, read_parallel
+from zoo.errors import UserError
 
 RAW_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{split}.{lang}.gz"
 CITATION = """@inproceedings{elliott-etal-2016-multi30k,
@@ -82,7 +83,7 @@ def download_multi30k(
                     cache_dir=None if cache_dir is None else os.fspath(cache_dir),
                 )
             except ValueError as error:  # Keras: the SHA-256 does not match.
-                raise ValueError(f"downloaded {name} from {url} is corrupt: {error}") from None
+                raise UserError(f"downloaded {name} from {url} is corrupt: {error}") from None
             except Exception as error:  # Keras raises a bare Exception for fetch failures.
                 raise ConnectionError(
                     f"could not download Multi30k file {name} from {url} ({error}); pass "
@@ -122,7 +123,7 @@ def load_multi30k(
         FileNotFoundError: `data_dir` lacks a file of the split.
     """
     if split not in MULTI30K_SPLITS:
-        raise ValueError(f"unknown Multi30k split {split!r}; expected one of {MULTI30K_SPLITS}")
+        raise UserError(f"unknown Multi30k split {split!r}; expected one of {MULTI30K_SPLITS}")
     if data_dir is None:
         data_dir = download_multi30k(cache_dir, languages=(source_lang, target_lang))
     elif not Path(data_dir).is_dir():
@@ -136,7 +137,7 @@ def _check_sha256(path: str | os.PathLike, name: str) -> None:
         return
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     if digest != expected:
-        raise ValueError(
+        raise UserError(
             f"downloaded {name} ({os.fspath(path)!r}) has SHA-256 {digest}, expected "
             f"{expected}; the upstream file changed or the download is corrupt"
         )

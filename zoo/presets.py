@@ -17,6 +17,8 @@ import dataclasses
 import inspect
 from typing import Any
 
+from zoo.errors import UserError
+
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
@@ -66,16 +68,16 @@ def architecture_config(cls: type, name: str, overrides: dict[str, Any]) -> dict
     """
     known = architectures(cls.__name__)
     if name not in known:
-        raise ValueError(f"unknown {cls.__name__} architecture {name!r}; expected one of: "
-                         f"{', '.join(known)}")
+        raise UserError(f"unknown {cls.__name__} architecture {name!r}; expected one of: "
+                        f"{', '.join(known)}")
     parameters = inspect.signature(cls.__init__).parameters
     accepted = [p for p, v in parameters.items()
                 if p != "self" and v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)]
     accepted += ["name", "dtype"]
     unknown = sorted(set(overrides) - set(accepted))
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} argument(s) {unknown}; expected some of "
-                         f"{accepted}")
+        raise UserError(f"unknown {cls.__name__} argument(s) {unknown}; expected some of "
+                        f"{accepted}")
     return {**known[name].config, **overrides}
 
 
@@ -88,7 +90,7 @@ def load_preset(cls: type, name: str) -> Any:
             or names a model of another class.
     """
     if name in ARCHITECTURES:
-        raise ValueError(
+        raise UserError(
             f"{name!r} is an architecture, not trained weights: build an untrained model with "
             f"{cls.__name__}.from_architecture({name!r}, ...), or give from_preset a shipped "
             "name (zoo models), a model file or a hub handle")

@@ -29,6 +29,7 @@ from zoo.decoding import (
     compile_for_backend,
     greedy_search,
 )
+from zoo.errors import UserError
 from zoo.presets import architecture_config, load_preset
 from zoo.tokenizer import SubwordTokenizer
 
@@ -132,14 +133,14 @@ class Translator(keras.Model):
         for what in ("pad_id", "start_id", "end_id"):
             value = getattr(self, what)
             if value is not None and not 0 <= value < self.vocabulary_size:
-                raise ValueError(f"{what} {value} is outside the vocabulary "
-                                 f"[0, {self.vocabulary_size})")
+                raise UserError(f"{what} {value} is outside the vocabulary "
+                                f"[0, {self.vocabulary_size})")
         bad = [i for i in self.suppressed_token_ids if not 0 <= i < self.vocabulary_size]
         if bad:
-            raise ValueError(f"suppressed_token_ids {bad} are outside the vocabulary "
-                             f"[0, {self.vocabulary_size})")
+            raise UserError(f"suppressed_token_ids {bad} are outside the vocabulary "
+                            f"[0, {self.vocabulary_size})")
         if tokenizer is not None and tokenizer.vocabulary_size != self.vocabulary_size:
-            raise ValueError(
+            raise UserError(
                 f"the tokenizer has {tokenizer.vocabulary_size} pieces but vocabulary_size is "
                 f"{self.vocabulary_size}"
             )
@@ -260,7 +261,7 @@ class Translator(keras.Model):
 
     def call(self, inputs: dict, training: bool | None = None) -> Any:
         if not isinstance(inputs, dict) or not {"source_ids", "target_ids"} <= set(inputs):
-            raise ValueError(
+            raise UserError(
                 "Translator expects a dict with 'source_ids' and 'target_ids'; got "
                 f"{type(inputs).__name__} {sorted(inputs) if isinstance(inputs, dict) else ''}")
         memory, source_mask = self.encode(inputs["source_ids"], training=training)
@@ -386,8 +387,8 @@ class Translator(keras.Model):
         """The translator's tokenizer; a one-line ValueError when it has none (a model built
         from ids alone cannot take text)."""
         if self.tokenizer is None:
-            raise ValueError("this translator has no tokenizer; pass tokenizer=... when "
-                             "creating it")
+            raise UserError("this translator has no tokenizer; pass tokenizer=... when "
+                            "creating it")
         return self.tokenizer
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
@@ -505,7 +506,7 @@ def _as_text(text: Any, position: int) -> str:
         try:
             return text.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise ValueError(
+            raise UserError(
                 f"input {position} is not valid UTF-8 ({error.reason} at byte {error.start}): "
                 f"{text[:40]!r}") from None
     if not isinstance(text, str):

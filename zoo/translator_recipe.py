@@ -35,6 +35,7 @@ from training.text_batches import filter_by_length, make_numpy_batches, make_tf_
 from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.decoding import check_search_settings
+from zoo.errors import UserError
 from zoo.registry import load
 from zoo.tokenizer import SubwordTokenizer
 from zoo.translator import Translator
@@ -116,25 +117,25 @@ def check_recipe(recipe: TranslatorRecipe) -> None:
     """
     for name in ("epochs", "batch_size", "vocabulary_size", "warmup_steps",
                  "evaluate_every", "average_last"):
-        positive_int(getattr(recipe, name), name)
+        positive_int(getattr(recipe, name), name, error=UserError)
     for name in ("limit", "validation_limit"):
         if getattr(recipe, name) is not None:
-            positive_int(getattr(recipe, name), name)
+            positive_int(getattr(recipe, name), name, error=UserError)
     if not is_int(recipe.max_length) or not 2 <= recipe.max_length <= 4096:
-        raise ValueError(f"max_length must be an integer from 2 to 4096; got "
-                         f"{recipe.max_length!r}")
+        raise UserError(f"max_length must be an integer from 2 to 4096; got "
+                        f"{recipe.max_length!r}")
     check_search_settings(recipe.beam_size, alpha=recipe.alpha)
     for name in ("learning_rate", "clipnorm"):
         value = getattr(recipe, name)
         if value is not None and not value > 0:
-            raise ValueError(f"{name} must be positive; got {value!r}")
+            raise UserError(f"{name} must be positive; got {value!r}")
     if not recipe.learning_rate_scale > 0:
-        raise ValueError(f"learning_rate_scale must be positive; got "
-                         f"{recipe.learning_rate_scale!r}")
+        raise UserError(f"learning_rate_scale must be positive; got "
+                        f"{recipe.learning_rate_scale!r}")
     if not 0 <= recipe.label_smoothing < 1:
-        raise ValueError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
+        raise UserError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
     if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
-        raise ValueError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
+        raise UserError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
 
 
 def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
@@ -145,7 +146,7 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
     elif recipe.source and recipe.target:
         train = read_parallel(recipe.source, recipe.target)
         if not (recipe.validation_source and recipe.validation_target):
-            raise ValueError("--source/--target need --validation-source/--validation-target")
+            raise UserError("--source/--target need --validation-source/--validation-target")
         valid = read_parallel(recipe.validation_source, recipe.validation_target)
     elif recipe.tsv:
         path, _, member = recipe.tsv.partition(":")
@@ -155,8 +156,8 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
         valid = [pairs[i] for i in order[:held]]
         train = [pairs[i] for i in order[held:]]
     else:
-        raise ValueError("no training data: give --multi30k DIR, --source/--target FILES, "
-                         "or --tsv FILE")
+        raise UserError("no training data: give --multi30k DIR, --source/--target FILES, "
+                        "or --tsv FILE")
     if recipe.limit:
         train = train[:recipe.limit]
     if recipe.validation_limit:

@@ -28,6 +28,7 @@ from layers.position_embedding import PositionEmbedding, interpolate_position_em
 from layers.transformer_encoder import TransformerEncoderBlock
 from layers.validation import image_size_pair, is_int, positive_int
 from zoo.attention_rollout import attention_rollout as rollout_attention_maps
+from zoo.errors import UserError
 from zoo.image_batch import as_image_batch
 from zoo import vit_presets  # noqa: F401  (registers the architectures)
 from zoo.presets import architecture_config, architectures, load_preset
@@ -136,9 +137,9 @@ class VisionTransformer(keras.Model):
                             ("num_channels", num_channels)):
             positive_int(value, what)
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
+            raise UserError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
         if class_names is not None and len(class_names) != num_classes:
-            raise ValueError(
+            raise UserError(
                 f"class_names has {len(class_names)} names but num_classes is {num_classes}")
         self.patch_size = patch_size
         self.num_classes = num_classes
@@ -172,7 +173,7 @@ class VisionTransformer(keras.Model):
             self.stem = ConvolutionalStem(stem_filters, dtype=policy, name="stem")
             self.stem_filters = list(self.stem.filters)
             if patch_size % self.stem.stride:
-                raise ValueError(
+                raise UserError(
                     f"patch_size {patch_size} is not a multiple of the stem's stride "
                     f"{self.stem.stride} (2 ** len(stem_filters), stem_filters "
                     f"{self.stem_filters})")
@@ -243,7 +244,7 @@ class VisionTransformer(keras.Model):
     def _preprocess(self, images: Any) -> Any:
         shape = tuple(images.shape)
         if len(shape) != 4 or shape[-1] != self.num_channels:
-            raise ValueError(
+            raise UserError(
                 f"VisionTransformer expects images of shape (batch, height, width, "
                 f"{self.num_channels}); got shape {shape}")
         x = ops.cast(images, "float32")
@@ -306,7 +307,7 @@ class VisionTransformer(keras.Model):
         >>> len(model.classify(np.zeros((32, 32, 3), "uint8"), top_k=3)[0])
         3
         """
-        positive_int(top_k, "top_k")
+        positive_int(top_k, "top_k", error=UserError)
         batch = as_image_batch(images, self.num_channels)
         logits = np.asarray(self.predict(batch, batch_size=batch_size, verbose=0), "float64")
         probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
@@ -416,14 +417,14 @@ class VisionTransformer(keras.Model):
         """Prunes each block down to `target`'s heads removed, given those already gone."""
         for block, heads in target.items():
             if not _is_index(block, self.num_layers):
-                raise ValueError(
+                raise UserError(
                     f"block index {block!r} is out of range for {self.num_layers} blocks")
             bad = [h for h in heads if not _is_index(h, self.num_heads)]
             if bad:
-                raise ValueError(f"heads {bad} of block {block} are out of range for "
-                                 f"{self.num_heads} heads")
+                raise UserError(f"heads {bad} of block {block} are out of range for "
+                                f"{self.num_heads} heads")
             if len(set(heads)) >= self.num_heads:
-                raise ValueError(f"cannot remove all {self.num_heads} heads of block {block}")
+                raise UserError(f"cannot remove all {self.num_heads} heads of block {block}")
         for block, heads in target.items():
             gone = set(already_pruned.get(block, []))
             remaining = [h for h in range(self.num_heads) if h not in gone]

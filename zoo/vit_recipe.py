@@ -48,6 +48,7 @@ from training.image_data import (
 from training.optimizers import adamw_no_decay_on_norms
 from training.run import finish_run, fit_resumably, resume, start_run
 from training.schedules import WarmupCosine
+from zoo.errors import UserError
 from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.registry import load
 from zoo.vit import VisionTransformer
@@ -124,34 +125,34 @@ def check_recipe(recipe: ViTRecipe) -> None:
         ValueError: a setting out of its range.
     """
     for name in ("epochs", "batch_size", "image_size", "validation_size"):
-        positive_int(getattr(recipe, name), name)
+        positive_int(getattr(recipe, name), name, error=UserError)
     if recipe.limit_per_class is not None:
-        positive_int(recipe.limit_per_class, "limit_per_class")
+        positive_int(recipe.limit_per_class, "limit_per_class", error=UserError)
     for name in ("freeze_blocks", "warmup_epochs"):
         value = getattr(recipe, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an integer of at least 0; got {value!r}")
+            raise UserError(f"{name} must be an integer of at least 0; got {value!r}")
     if not recipe.learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive; got {recipe.learning_rate!r}")
+        raise UserError(f"learning_rate must be positive; got {recipe.learning_rate!r}")
     if not recipe.weight_decay >= 0:
-        raise ValueError(f"weight_decay must be at least 0; got {recipe.weight_decay!r}")
+        raise UserError(f"weight_decay must be at least 0; got {recipe.weight_decay!r}")
     if recipe.clipnorm is not None and not recipe.clipnorm > 0:
-        raise ValueError(f"clipnorm must be positive; got {recipe.clipnorm!r}")
+        raise UserError(f"clipnorm must be positive; got {recipe.clipnorm!r}")
     if not 0 < recipe.layer_decay <= 1:
-        raise ValueError(f"layer_decay must lie in (0, 1]; got {recipe.layer_decay!r}")
+        raise UserError(f"layer_decay must lie in (0, 1]; got {recipe.layer_decay!r}")
     if not 0 <= recipe.label_smoothing < 1:
-        raise ValueError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
+        raise UserError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
     if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
-        raise ValueError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
+        raise UserError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
     if recipe.mix not in ("none", "mixup", "cutmix"):
-        raise ValueError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
+        raise UserError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
 
 
 def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """All images of the recipe's data as uint8 `(N, S, S, 3)`, int32 labels, class names."""
     if not recipe.data:
-        raise ValueError("no training data: give --data DIR (one folder per class) or a "
-                         ".tar.gz of such a folder")
+        raise UserError("no training data: give --data DIR (one folder per class) or a "
+                        ".tar.gz of such a folder")
     folder = Path(recipe.data)
     if folder.is_dir() and is_idx_folder(folder):
         images, labels = load_idx_split(folder, "train", image_size=recipe.image_size)
@@ -184,13 +185,13 @@ def extracted_class_folder(archive: str | os.PathLike, data: str | os.PathLike) 
     try:
         tree = Path(extract_archive(archive, data))
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:
-        raise ValueError(f"cannot read archive {archive}: it is truncated or damaged "
-                         f"({error})") from error
+        raise UserError(f"cannot read archive {archive}: it is truncated or damaged "
+                        f"({error})") from error
     try:
         with tarfile.open(archive, "r:*") as opened:
             members = [PurePosixPath(m.name) for m in opened]
     except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        raise ValueError(f"cannot read archive {archive}: {error}") from error
+        raise UserError(f"cannot read archive {archive}: {error}") from error
     parts = [tuple(p for p in m.parts if p not in ("", ".")) for m in members]
     parts = [p for p in parts if p]
     tops = {p[0] for p in parts}
@@ -201,7 +202,7 @@ def extracted_class_folder(archive: str | os.PathLike, data: str | os.PathLike) 
     found = {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
     stray = sorted(found - expected)
     if stray:
-        raise ValueError(
+        raise UserError(
             f"{root} holds folders that archive {archive.name} does not ({', '.join(stray)}); "
             "remove them, or train into another --output")
     return root
@@ -340,8 +341,8 @@ def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str
     names = list(model.class_names or [])
     unknown = [c for c in folder_classes if c not in names]
     if unknown:
-        raise ValueError(f"class folders {unknown} of {data} are not classes of the model "
-                         f"({names})")
+        raise UserError(f"class folders {unknown} of {data} are not classes of the model "
+                        f"({names})")
     images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
                                                 limit_per_class=limit_per_class)
     labels = np.array([names.index(folder_classes[i]) for i in labels], "int32")
