@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from training.file_store import cache_dir, write_atomically
+from zoo.errors import UserError
 
 if TYPE_CHECKING:
     import keras
@@ -97,14 +98,14 @@ def parse_handle(handle: str) -> tuple[str, str | None]:
         ValueError: a malformed handle (the message names it).
     """
     if not handle.startswith(HANDLE_PREFIX):
-        raise ValueError(f"{handle!r} is not a hub handle (hf://ORG/NAME[@REVISION])")
+        raise UserError(f"{handle!r} is not a hub handle (hf://ORG/NAME[@REVISION])")
     repo, at, revision = handle[len(HANDLE_PREFIX):].partition("@")
     parts = repo.split("/")
     if (not 1 <= len(parts) <= 2 or not all(_NAME.fullmatch(p) for p in parts)
             or "--" in repo or ".." in repo
             or (at and not (_REVISION.fullmatch(revision) and ".." not in revision))):
-        raise ValueError(f"malformed hub handle {handle!r}: expected hf://ORG/NAME or "
-                         "hf://ORG/NAME@REVISION")
+        raise UserError(f"malformed hub handle {handle!r}: expected hf://ORG/NAME or "
+                        "hf://ORG/NAME@REVISION")
     return repo, (revision or None)
 
 
@@ -235,22 +236,22 @@ def _download(handle: str, repo: str, revision: str) -> Path:
         if not any(folder.glob("*.safetensors")) and not (folder / _PICKLE_FILE).is_file():
             folder = snapshot([_PICKLE_FILE])
     except errors.GatedRepoError:
-        raise ValueError(f"{handle}: the repository is gated; accept its terms on the hub and "
-                         "log in (hf auth login, or set HF_TOKEN)") from None
+        raise UserError(f"{handle}: the repository is gated; accept its terms on the hub and "
+                        "log in (hf auth login, or set HF_TOKEN)") from None
     except errors.RepositoryNotFoundError:
-        raise ValueError(f"{handle}: no such repository on the hub (or it is private: log in "
-                         "with hf auth login, or set HF_TOKEN)") from None
+        raise UserError(f"{handle}: no such repository on the hub (or it is private: log in "
+                        "with hf auth login, or set HF_TOKEN)") from None
     except errors.RevisionNotFoundError:
-        raise ValueError(f"{handle}: the repository has no revision {revision!r}") from None
+        raise UserError(f"{handle}: the repository has no revision {revision!r}") from None
     except errors.LocalEntryNotFoundError:
         why = ("offline mode is on (HF_HUB_OFFLINE=1)" if _offline()
                else "the hub cannot be reached")
         raise FileNotFoundError(f"{handle}: not in the Hugging Face cache ({_hf_cache_dir()}) "
                                 f"and {why}; download it once with network access") from None
     except errors.HFValidationError as error:
-        raise ValueError(f"{handle}: {str(error).splitlines()[0]}") from None
+        raise UserError(f"{handle}: {str(error).splitlines()[0]}") from None
     except errors.HfHubHTTPError as error:
-        raise ValueError(f"{handle}: the hub answered {str(error).splitlines()[0]}") from None
+        raise UserError(f"{handle}: the hub answered {str(error).splitlines()[0]}") from None
     return folder
 
 
@@ -291,8 +292,8 @@ def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = N
         name = str(config["architecture"])
         if re.match(r"(vit|deit)_", name) and "distilled" not in name:
             return "timm-vit"
-        raise ValueError(f"the timm architecture {name!r} is not supported; supported are "
-                         f"{SUPPORTED_DESCRIPTION}")
+        raise UserError(f"the timm architecture {name!r} is not supported; supported are "
+                        f"{SUPPORTED_DESCRIPTION}")
     names = list(config.get("architectures") or [])
     model_type = config.get("model_type")
     for name in names:
@@ -300,7 +301,7 @@ def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = N
             kind = SUPPORTED_ARCHITECTURES[name]
             if kind == "sentence-encoder" and (
                     folder is None or not (Path(folder) / "modules.json").is_file()):
-                raise ValueError(
+                raise UserError(
                     "BertModel is supported as a sentence-transformers model only; this "
                     "checkpoint has no modules.json")
             return kind
@@ -308,12 +309,12 @@ def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = N
         return "marian"
     shown = ", ".join(names) or f"model_type {model_type!r}"
     if any(n.startswith("DeiTForImageClassification") for n in names):
-        raise ValueError(f"the architecture {shown} is not supported: its distillation token "
-                         "has no place in the zoo's ViT (the non-distilled DeiTs, "
-                         "ViTForImageClassification, load); supported are "
-                         f"{SUPPORTED_DESCRIPTION}")
-    raise ValueError(f"the architecture {shown} is not supported; supported are "
-                     f"{SUPPORTED_DESCRIPTION}")
+        raise UserError(f"the architecture {shown} is not supported: its distillation token "
+                        "has no place in the zoo's ViT (the non-distilled DeiTs, "
+                        "ViTForImageClassification, load); supported are "
+                        f"{SUPPORTED_DESCRIPTION}")
+    raise UserError(f"the architecture {shown} is not supported; supported are "
+                    f"{SUPPORTED_DESCRIPTION}")
 
 
 def convert_folder(folder: str | os.PathLike, name: str | None = None) -> keras.Model:
@@ -334,9 +335,9 @@ def _convert(folder: Path, where: str, name: str) -> keras.Model:
     except FileNotFoundError:
         raise FileNotFoundError(f"{where}: the checkpoint has no config.json") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{where}: config.json is not valid JSON ({error})") from None
+        raise UserError(f"{where}: config.json is not valid JSON ({error})") from None
     if not isinstance(config, dict):
-        raise ValueError(f"{where}: config.json does not hold an object")
+        raise UserError(f"{where}: config.json does not hold an object")
     name = re.sub(r"\W", "_", name)
     try:
         kind = architecture(config, folder)
@@ -345,8 +346,8 @@ def _convert(folder: Path, where: str, name: str) -> keras.Model:
         return BUILDERS[kind](folder, config, name)
     except FileNotFoundError as error:
         raise FileNotFoundError(f"{where}: {_one_line(error)}") from None
-    except ValueError as error:
-        raise ValueError(f"{where}: {_one_line(error)}") from None
+    except UserError as error:  # a plain ValueError is a bug: its traceback stays
+        raise UserError(f"{where}: {_one_line(error)}") from None
 
 
 def _one_line(error: BaseException) -> str:

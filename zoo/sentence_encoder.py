@@ -29,6 +29,7 @@ from layers.position_embedding import PositionEmbedding
 from layers.token_embedding import TokenEmbedding
 from layers.validation import positive_int
 from layers.transformer_encoder import TransformerEncoderBlock
+from zoo.errors import UserError
 
 # Smallest token count and vector norm divided by, as in sentence-transformers' mean pooling
 # (clamp at 1e-9) and torch.nn.functional.normalize (eps 1e-12).
@@ -128,21 +129,21 @@ def read_vocabulary(vocabulary: str | Path | Sequence[str]) -> list[str]:
     if isinstance(vocabulary, (str, Path)):
         path = Path(vocabulary)
         if not path.is_file():
-            raise ValueError(f"vocabulary file {str(path)!r} does not exist")
+            raise UserError(f"vocabulary file {str(path)!r} does not exist")
         tokens = path.read_text(encoding="utf-8").splitlines()
         source = repr(str(path))
     else:
         tokens = [str(t) for t in vocabulary]
         source = "the given vocabulary"
     if not tokens:
-        raise ValueError(f"{source} is empty")
+        raise UserError(f"{source} is empty")
     if len(set(tokens)) != len(tokens):
         seen: set[str] = set()
         duplicates = sorted({t for t in tokens if t in seen or seen.add(t)})
-        raise ValueError(f"{source} has duplicate tokens: {duplicates[:5]}")
+        raise UserError(f"{source} has duplicate tokens: {duplicates[:5]}")
     missing = [t for t in _SPECIAL_TOKENS if t not in tokens]
     if missing:
-        raise ValueError(f"{source} lacks the special tokens {missing}")
+        raise UserError(f"{source} lacks the special tokens {missing}")
     return tokens
 
 
@@ -172,7 +173,7 @@ class SentenceTokenizer:
         self.vocabulary = read_vocabulary(vocabulary)
         self.max_length = positive_int(max_length, "max_length")
         if self.max_length < 2:
-            raise ValueError(f"max_length must leave room for [CLS] and [SEP]; got {max_length}")
+            raise UserError(f"max_length must leave room for [CLS] and [SEP]; got {max_length}")
         self.lowercase = bool(lowercase)
         index = {token: i for i, token in enumerate(self.vocabulary)}
         self.pad_id, self.cls_id, self.sep_id = index["[PAD]"], index["[CLS]"], index["[SEP]"]
@@ -188,11 +189,11 @@ class SentenceTokenizer:
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text's ids, `[CLS]` and `[SEP]` included, truncated to `max_length`."""
         if isinstance(texts, str):
-            raise ValueError(f"texts must be a list of strings, not one string: {texts!r}")
+            raise UserError(f"texts must be a list of strings, not one string: {texts!r}")
         texts = list(texts)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise ValueError(f"texts[{i}] is not a string: {text!r}")
+                raise UserError(f"texts[{i}] is not a string: {text!r}")
         if not texts:
             return []
         pieces = self._wordpiece(texts)
@@ -328,14 +329,14 @@ class SentenceEncoder(keras.Model):
                             ("max_length", max_length)):
             positive_int(value, what)
         if hidden_dim % num_heads:
-            raise ValueError(
+            raise UserError(
                 f"hidden_dim {hidden_dim} is not divisible by num_heads {num_heads}")
         if max_length > max_positions:
-            raise ValueError(
+            raise UserError(
                 f"max_length {max_length} exceeds the {max_positions} position embeddings")
         for what, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
             if not 0.0 <= float(rate) < 1.0:
-                raise ValueError(f"{what} must be in [0, 1); got {rate!r}")
+                raise UserError(f"{what} must be in [0, 1); got {rate!r}")
         self.vocabulary_size = int(vocabulary_size)
         self.num_layers = int(num_layers)
         self.num_heads = int(num_heads)
@@ -352,7 +353,7 @@ class SentenceEncoder(keras.Model):
         self.lowercase = bool(lowercase)
         self.vocabulary = None if vocabulary is None else read_vocabulary(vocabulary)
         if self.vocabulary is not None and len(self.vocabulary) != self.vocabulary_size:
-            raise ValueError(
+            raise UserError(
                 f"the vocabulary has {len(self.vocabulary)} tokens but vocabulary_size is "
                 f"{self.vocabulary_size}")
         self._tokenizer: SentenceTokenizer | None = None
@@ -395,24 +396,24 @@ class SentenceEncoder(keras.Model):
 
     def _check_inputs(self, inputs: Any) -> tuple[Any, Any, Any]:
         if not isinstance(inputs, dict):
-            raise ValueError(
+            raise UserError(
                 "SentenceEncoder expects a dict with 'token_ids' and 'padding_mask'; got "
                 f"{type(inputs).__name__}")
         missing = [k for k in ("token_ids", "padding_mask") if k not in inputs]
         if missing:
-            raise ValueError(f"SentenceEncoder inputs lack {missing}; got keys {sorted(inputs)}")
+            raise UserError(f"SentenceEncoder inputs lack {missing}; got keys {sorted(inputs)}")
         token_ids = inputs["token_ids"]
         padding_mask = inputs["padding_mask"]
         if len(token_ids.shape) != 2:
-            raise ValueError(
+            raise UserError(
                 f"token_ids must have shape (batch, length); got {tuple(token_ids.shape)}")
         if tuple(padding_mask.shape) != tuple(token_ids.shape):
-            raise ValueError(
+            raise UserError(
                 f"padding_mask has shape {tuple(padding_mask.shape)} but token_ids has "
                 f"{tuple(token_ids.shape)}")
         length = token_ids.shape[1]
         if length is not None and length > self.max_positions:
-            raise ValueError(
+            raise UserError(
                 f"inputs of length {length} exceed the {self.max_positions} position "
                 "embeddings")
         return token_ids, padding_mask, inputs.get("segment_ids")
@@ -450,7 +451,7 @@ class SentenceEncoder(keras.Model):
     def tokenizer(self) -> SentenceTokenizer:
         """The WordPiece tokenizer of `vocabulary` (built on first use)."""
         if self.vocabulary is None:
-            raise ValueError(
+            raise UserError(
                 "this SentenceEncoder has no vocabulary; pass vocabulary= to tokenize text")
         if self._tokenizer is None:
             self._tokenizer = SentenceTokenizer(
@@ -473,7 +474,7 @@ class SentenceEncoder(keras.Model):
         batch_size = positive_int(batch_size, "batch_size")
         tokenizer = self.tokenizer
         if isinstance(texts, str):
-            raise ValueError(f"texts must be a list of strings, not one string: {texts!r}")
+            raise UserError(f"texts must be a list of strings, not one string: {texts!r}")
         texts = list(texts)
         outputs = [np.zeros((0, self.hidden_dim), "float32")]
         for start in range(0, len(texts), batch_size):

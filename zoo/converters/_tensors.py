@@ -17,6 +17,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from zoo.errors import UserError
+
 SAFETENSORS_NAMES = ("model.safetensors",)
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
@@ -71,14 +73,14 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
         for name in SAFETENSORS_NAMES:
             if os.path.exists(os.path.join(path, name)):
                 return _load_safetensors(os.path.join(path, name))
-        raise ValueError(f"{path} holds no model.safetensors (or {SAFETENSORS_INDEX})")
+        raise UserError(f"{path} holds no model.safetensors (or {SAFETENSORS_INDEX})")
     if path.endswith((".bin", ".pt", ".pth", ".ckpt")):
-        raise ValueError(
+        raise UserError(
             f"{path} is a pickled PyTorch checkpoint, which is not read here; load it with "
             "torch.load(path, map_location='cpu', weights_only=True) and pass the dict, or "
             "use the checkpoint's .safetensors file")
     if not os.path.exists(path):
-        raise ValueError(f"no such checkpoint file or directory: {path}")
+        raise UserError(f"no such checkpoint file or directory: {path}")
     return _load_safetensors(path)
 
 
@@ -94,8 +96,8 @@ def load_config(config: Any, source: Any) -> Any:
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 return json.load(f)
-    raise ValueError("pass the checkpoint's config (a transformers config, or the dict of its "
-                     "config.json); none was found beside the checkpoint")
+    raise UserError("pass the checkpoint's config (a transformers config, or the dict of its "
+                    "config.json); none was found beside the checkpoint")
 
 
 def config_value(config: Any, key: str, default: Any = None) -> Any:
@@ -122,10 +124,10 @@ class Checkpoint:
     def take(self, name: str, shape: Sequence[int] | None = None) -> np.ndarray:
         """The tensor `name` (float32), after checking that it has `shape`."""
         if name not in self.tensors:
-            raise ValueError(f"the {self.what} checkpoint has no tensor {name!r}")
+            raise UserError(f"the {self.what} checkpoint has no tensor {name!r}")
         value = self.tensors[name]
         if shape is not None and tuple(value.shape) != tuple(shape):
-            raise ValueError(
+            raise UserError(
                 f"checkpoint tensor {name!r} has shape {tuple(value.shape)}, but the "
                 f"{self.what} configuration expects {tuple(shape)}")
         self.used.add(name)
@@ -137,7 +139,7 @@ class Checkpoint:
         for name in names:
             if name in self.tensors:
                 return self.take(name, shape)
-        raise ValueError(f"the {self.what} checkpoint has none of the tensors {names}")
+        raise UserError(f"the {self.what} checkpoint has none of the tensors {names}")
 
     def check_all_used(self) -> None:
         """Raises if a tensor of the checkpoint was not mapped onto the model."""
@@ -145,7 +147,7 @@ class Checkpoint:
         if unused:
             shown = ", ".join(unused[:20]) + (f", ... ({len(unused)} in all)"
                                               if len(unused) > 20 else "")
-            raise ValueError(
+            raise UserError(
                 f"{len(unused)} tensor(s) of the {self.what} checkpoint are not used by the "
                 f"conversion (an architecture variant it does not support?): {shown}")
 
@@ -166,7 +168,7 @@ def all_or_nothing(model: Any) -> Iterator[None]:
 def assign(variable: Any, value: np.ndarray, name: str) -> None:
     """Writes `value` into a Keras variable, checking the shape once more."""
     if tuple(variable.shape) != tuple(value.shape):
-        raise ValueError(
+        raise UserError(
             f"checkpoint tensor {name!r} converts to shape {tuple(value.shape)}, but the zoo "
             f"weight {variable.path} has shape {tuple(variable.shape)}")
     variable.assign(value.astype(variable.dtype))
@@ -215,6 +217,6 @@ def keras_activation(name: str, what: str) -> str:
     """The Keras activation of a Hugging Face `hidden_act` / `activation_function`."""
     known = {"gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
     if name not in known:
-        raise ValueError(f"{what} activation {name!r} is not supported; supported are "
-                         f"{sorted(known)}")
+        raise UserError(f"{what} activation {name!r} is not supported; supported are "
+                        f"{sorted(known)}")
     return known[name]

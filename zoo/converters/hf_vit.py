@@ -43,6 +43,7 @@ from zoo.converters._tensors import (
     set_layer_norm,
     set_linear,
 )
+from zoo.errors import UserError
 from zoo.vit import VisionTransformer
 
 # Each role of an encoder block: the Transformers 5 (in-memory) name, then the name in
@@ -140,10 +141,10 @@ def vit_from_hf(state_dict_or_path: Any, config: Any = None, *,
     qkv_bias = bool(config_value(config, "qkv_bias", True))
     activation = keras_activation(config_value(config, "hidden_act", "gelu"), "ViT")
     if activation != "gelu":
-        raise ValueError(f"our ViT uses GELU; this checkpoint uses {activation!r}")
+        raise UserError(f"our ViT uses GELU; this checkpoint uses {activation!r}")
     if "classifier.weight" not in ckpt:
-        raise ValueError("the checkpoint has no classifier.weight: convert a "
-                         "ViTForImageClassification checkpoint (ViTModel has no head)")
+        raise UserError("the checkpoint has no classifier.weight: convert a "
+                        "ViTForImageClassification checkpoint (ViTModel has no head)")
     num_classes = int(ckpt.tensors["classifier.weight"].shape[0])
     tokens = 1 + (height // patch) * (width // patch)
 
@@ -215,26 +216,26 @@ def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
     ckpt = Checkpoint(load_tensors(state_dict_or_path), "timm ViT")
     for name in ("cls_token", "pos_embed", "patch_embed.proj.weight", "head.weight"):
         if name not in ckpt:
-            raise ValueError(f"the timm ViT checkpoint has no tensor {name!r} (only ViTs with "
-                             "a class token and a classification head are supported)")
+            raise UserError(f"the timm ViT checkpoint has no tensor {name!r} (only ViTs with "
+                            "a class token and a classification head are supported)")
     hidden, channels, patch, patch_w = ckpt.tensors["patch_embed.proj.weight"].shape
     if patch != patch_w:
-        raise ValueError(f"patch_embed.proj.weight has non-square patches {patch}x{patch_w}")
+        raise UserError(f"patch_embed.proj.weight has non-square patches {patch}x{patch_w}")
     layers = 1 + max([int(m.group(1)) for m in
                       (re.match(r"blocks\.(\d+)\.", n) for n in ckpt.names()) if m],
                      default=-1)
     if layers < 1:
-        raise ValueError("the timm ViT checkpoint has no blocks.N tensors")
+        raise UserError("the timm ViT checkpoint has no blocks.N tensors")
     if "blocks.0.mlp.fc1.weight" not in ckpt:
-        raise ValueError("the timm ViT checkpoint has no tensor 'blocks.0.mlp.fc1.weight'")
+        raise UserError("the timm ViT checkpoint has no tensor 'blocks.0.mlp.fc1.weight'")
     intermediate = int(ckpt.tensors["blocks.0.mlp.fc1.weight"].shape[0])
     num_classes = int(ckpt.tensors["head.weight"].shape[0])
     if image_size is None:
         cells = int(ckpt.tensors["pos_embed"].shape[1]) - 1
         side = math.isqrt(max(cells, 0))
         if side * side != cells:
-            raise ValueError(f"pos_embed has {cells + 1} rows, not a class token and a square "
-                             "grid; pass image_size=(height, width)")
+            raise UserError(f"pos_embed has {cells + 1} rows, not a class token and a square "
+                            "grid; pass image_size=(height, width)")
         image_size = side * patch
     height, width = _pair(image_size)
     tokens = 1 + (height // patch) * (width // patch)

