@@ -23,6 +23,7 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from training.errors import UserError
 from training.file_store import cache_dir, write_atomically
 
 _MARKER = ".extracted.json"
@@ -92,7 +93,7 @@ def extract_archive(
             or isinstance(limit_per_class, bool)
             or limit_per_class < 1
         ):
-            raise ValueError(
+            raise UserError(
                 f"limit_per_class must be a positive integer or None; got {limit_per_class!r}"
             )
     digest = archive_sha256(archive_path)
@@ -163,7 +164,7 @@ def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,
                         complete = False
                         break
     except (tarfile.TarError, EOFError, zlib.error) as error:  # damaged or truncated
-        raise ValueError(f"cannot read archive {archive_path}: {error}") from error
+        raise UserError(f"cannot read archive {archive_path}: {error}") from error
     if complete and members is None:
         _remember_members(archive_path, seen)
 
@@ -206,12 +207,12 @@ def _check_member(member: tarfile.TarInfo, archive_path: Path) -> None:
     """Raises ValueError for a member that could write outside the destination."""
     name = PurePosixPath(member.name)
     if name.is_absolute() or ".." in name.parts or member.name.startswith(("/", "\\")):
-        raise ValueError(
+        raise UserError(
             f"archive {archive_path} holds an unsafe member {member.name!r} "
             "(absolute path or '..'); refusing to extract it"
         )
     if not (member.isfile() or member.isdir()):
-        raise ValueError(
+        raise UserError(
             f"archive {archive_path} holds {member.name!r}, which is a link or special file; "
             "only regular files and folders are extracted"
         )

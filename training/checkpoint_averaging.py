@@ -13,6 +13,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from training.errors import UserError
+
 
 def average_checkpoints(model: keras.Model, weight_files: list[str | os.PathLike]) -> None:
     """Sets `model`'s weights to the element-wise mean of several weight files.
@@ -38,7 +40,7 @@ def average_checkpoints(model: keras.Model, weight_files: list[str | os.PathLike
         raise ValueError("average_checkpoints needs at least one weight file; got none")
     for path in paths:
         if not path.is_file():
-            raise ValueError(f"no weight file at {path}")
+            raise UserError(f"no weight file at {path}")
     weights = model.weights
     sums = [np.zeros(tuple(w.shape), "float64") for w in weights]
     for path in paths:

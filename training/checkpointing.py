@@ -35,6 +35,7 @@ from typing import Any, Iterable
 import keras
 import numpy as np
 
+from training.errors import UserError
 from training.file_store import fsync
 
 WEIGHTS_FILE = "model.weights.h5"
@@ -193,8 +194,8 @@ def _read_checkpoint(checkpoint: Path) -> tuple[dict, list[np.ndarray]]:
     with np.load(checkpoint / OPTIMIZER_FILE) as stored:
         values = [stored[key] for key in sorted(stored.files)]  # checks each member's CRC
     if len(names) != len(values):
-        raise ValueError(f"state.json names {len(names)} optimizer variables but "
-                         f"{OPTIMIZER_FILE} holds {len(values)}")
+        raise UserError(f"state.json names {len(names)} optimizer variables but "
+                        f"{OPTIMIZER_FILE} holds {len(values)}")
     with h5py.File(checkpoint / WEIGHTS_FILE, "r") as weights:
         def read(_: str, item: Any) -> None:
             if isinstance(item, h5py.Dataset):
@@ -250,20 +251,20 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
                   f"{directory}; resuming from {checkpoint.name}", file=sys.stderr)
         break
     else:
-        raise ValueError(
+        raise UserError(
             f"no intact checkpoint in {directory}: {', '.join(damaged)}; move the folder "
             "away to start the run over")
 
     # Check the optimizer state first, so that a mismatch leaves the model untouched.
     variables = list(optimizer.variables)
     if len(values) != len(variables):
-        raise ValueError(
+        raise UserError(
             f"the checkpoint {checkpoint} holds {len(values)} optimizer variables but the "
             f"model's optimizer has {len(variables)}; was it compiled with another optimizer?"
         )
     for variable, value, path in zip(variables, values, state["optimizer_variables"]):
         if tuple(variable.shape) != tuple(value.shape):
-            raise ValueError(
+            raise UserError(
                 f"optimizer variable {variable.path} has shape {tuple(variable.shape)} but the "
                 f"checkpoint's {path} has shape {tuple(value.shape)}"
             )

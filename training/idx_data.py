@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from training.errors import UserError
+
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
                          "Shirt", "Sneaker", "Bag", "Ankle boot")
@@ -32,15 +34,15 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     with opener(path, "rb") as f:
         data = f.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _TYPES:
-        raise ValueError(f"{path} is not an IDX file (header {data[:4]!r})")
+        raise UserError(f"{path} is not an IDX file (header {data[:4]!r})")
     dims = data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims))
     dtype = np.dtype(_TYPES[data[2]])
     offset = 4 + 4 * dims
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - offset != expected:
-        raise ValueError(f"{path}: the header promises shape {shape} ({expected} bytes) but "
-                         f"{len(data) - offset} bytes follow")
+        raise UserError(f"{path}: the header promises shape {shape} ({expected} bytes) but "
+                        f"{len(data) - offset} bytes follow")
     return np.frombuffer(data, dtype, offset=offset).reshape(shape).astype(dtype.newbyteorder("="))
 
 
@@ -67,7 +69,7 @@ def load_idx_split(folder: str | os.PathLike = FASHION_MNIST_DIR, split: str = "
             how to install Fashion-MNIST).
     """
     if split not in _SPLITS:
-        raise ValueError(f"split must be one of {sorted(_SPLITS)}; got {split!r}")
+        raise UserError(f"split must be one of {sorted(_SPLITS)}; got {split!r}")
     prefix = Path(folder) / _SPLITS[split]
     paths = []
     for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
@@ -79,8 +81,8 @@ def load_idx_split(folder: str | os.PathLike = FASHION_MNIST_DIR, split: str = "
         paths.append(found)
     images, labels = read_idx(paths[0]), read_idx(paths[1]).astype("int32")
     if images.ndim != 3 or len(images) != len(labels):
-        raise ValueError(f"{paths[0]} holds {images.shape}, {paths[1]} {labels.shape}: not "
-                         "a split of grey images and their labels")
+        raise UserError(f"{paths[0]} holds {images.shape}, {paths[1]} {labels.shape}: not "
+                        "a split of grey images and their labels")
     images = np.pad(images, ((0, 0), (2, 2), (2, 2)))
     images = np.repeat(images[..., None], 3, axis=-1)
     if image_size != images.shape[1]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from layers.validation import image_size_pair, positive_int
 from training.archives import extract_archive
+from training.errors import UserError
 from training.image_files import (
     IMAGE_EXTENSIONS,
     load_image,
@@ -95,7 +96,7 @@ def load_image_folder_numpy(
         first = decoded[0].shape
         for path, array in zip(paths, decoded):
             if array.shape != first:
-                raise ValueError(
+                raise UserError(
                     f"images differ in size ({paths[0]} is {first[:2]}, {path} is "
                     f"{array.shape[:2]}); pass image_size=(height, width) to resize them"
                 )
@@ -128,7 +129,7 @@ def train_validation_split(
     n = positive_int(n, "n")
     if isinstance(validation_size, (float, np.floating)):
         if not 0.0 < validation_size < 1.0:
-            raise ValueError(
+            raise UserError(
                 f"a fractional validation_size must lie in (0, 1); got {validation_size}"
             )
         count = int(round(n * float(validation_size)))
@@ -136,12 +137,12 @@ def train_validation_split(
     elif isinstance(validation_size, (int, np.integer)) and not isinstance(validation_size, bool):
         count = int(validation_size)
     else:
-        raise ValueError(
+        raise UserError(
             f"validation_size must be an int count or a float fraction; got "
             f"{validation_size!r}"
         )
     if not 1 <= count <= n - 1:
-        raise ValueError(
+        raise UserError(
             f"validation_size must leave at least one example on each side of the split: "
             f"expected 1..{n - 1} for n={n}; got {validation_size!r}"
         )
@@ -204,13 +205,13 @@ def image_folder_tf_dataset(
     size = image_size_pair(image_size)
     batch_size = positive_int(batch_size, "batch_size")
     if (validation_split is None) != (subset is None):
-        raise ValueError(
+        raise UserError(
             "validation_split and subset go together: pass both (subset='training', "
             f"'validation' or 'both') or neither; got validation_split={validation_split!r}"
             f", subset={subset!r}"
         )
     if subset not in (None, "training", "validation", "both"):
-        raise ValueError(
+        raise UserError(
             f"subset must be 'training', 'validation' or 'both'; got {subset!r}"
         )
     paths, labels, class_names = scan_image_folder(directory)
@@ -286,16 +287,16 @@ def tfds_image_dataset(
         A `tf.data.Dataset` of `(images uint8 (batch, height, width, 3), labels int32)`.
     """
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"name must be a TFDS dataset name such as 'cifar10'; got {name!r}")
+        raise UserError(f"name must be a TFDS dataset name such as 'cifar10'; got {name!r}")
     if not isinstance(split, str) or not split.strip():
-        raise ValueError(f"split must be a TFDS split such as 'train'; got {split!r}")
+        raise UserError(f"split must be a TFDS split such as 'train'; got {split!r}")
     height, width = image_size_pair(image_size)
     batch_size = positive_int(batch_size, "batch_size")
     try:
         import tensorflow as tf
         import tensorflow_datasets as tfds
     except ImportError as error:
-        raise ImportError(
+        raise UserError(
             "tfds_image_dataset needs tensorflow and tensorflow-datasets; install them or use "
             "load_image_folder_numpy on a local copy"
         ) from error
@@ -313,7 +314,7 @@ def tfds_image_dataset(
         elif channels == 4:
             image = image[..., :3]
         elif channels != 3:
-            raise ValueError(
+            raise UserError(
                 f"TFDS dataset {name!r} has images with {channels} channels; expected 1, 3 or 4"
             )
         if image.dtype != tf.uint8:

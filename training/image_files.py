@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from layers.validation import image_size_pair
+from training.errors import UserError
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 
@@ -75,11 +76,11 @@ def scan_image_folder(directory: str | os.PathLike) -> tuple[list[Path], np.ndar
     if not class_dirs:
         loose = [p for p in directory.iterdir() if _is_image_file(p)]
         if loose:
-            raise ValueError(
+            raise UserError(
                 f"found {len(loose)} images directly in {directory} but no class subfolders; "
                 f"expected one subfolder per class, e.g. {directory / 'cat' / loose[0].name}"
             )
-        raise ValueError(
+        raise UserError(
             f"no images found in {directory}: expected one subfolder per class holding "
             f"{', '.join(IMAGE_EXTENSIONS)} files"
         )
@@ -88,7 +89,7 @@ def scan_image_folder(directory: str | os.PathLike) -> tuple[list[Path], np.ndar
     for index, class_dir in enumerate(class_dirs):
         files = sorted(p for p in class_dir.rglob("*") if _is_image_file(p))
         if not files:
-            raise ValueError(
+            raise UserError(
                 f"class folder {class_dir} holds no images "
                 f"(looked for {', '.join(IMAGE_EXTENSIONS)} files)"
             )
@@ -138,10 +139,10 @@ def load_image(path: str | os.PathLike, image_size=None) -> np.ndarray:
             image.load()
             array = _to_rgb_uint8(image)
     except bombs as error:
-        raise ValueError(_bomb_message(path, error)) from None
+        raise UserError(_bomb_message(path, error)) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(f"cannot decode image file {path}: {reason}") from error
+        raise UserError(f"cannot decode image file {path}: {reason}") from error
     if size is not None and array.shape[:2] != size:
         resized = Image.fromarray(array).resize((size[1], size[0]), Image.Resampling.BILINEAR)
         array = np.asarray(resized, dtype=np.uint8)

@@ -21,6 +21,8 @@ from typing import Any
 
 import keras
 
+from training.errors import UserError
+
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
@@ -42,7 +44,7 @@ def set_precision(name: str) -> keras.DTypePolicy:
         >>> model = build_model()  # layers compute in bfloat16, variables stay float32
     """
     if name not in PRECISIONS:
-        raise ValueError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
+        raise UserError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")
     keras.mixed_precision.set_global_policy(name)
     return keras.mixed_precision.global_policy()
 
@@ -65,7 +67,7 @@ def wrap_optimizer_for_precision(
     if isinstance(policy, str):
         policy = keras.DTypePolicy(policy)  # a ValueError naming the policy if unknown
     if not isinstance(policy, keras.DTypePolicy):
-        raise ValueError(f"policy must be a policy name or a keras.DTypePolicy; got {policy!r}")
+        raise UserError(f"policy must be a policy name or a keras.DTypePolicy; got {policy!r}")
     if policy.name != "mixed_float16" or isinstance(
         optimizer, keras.optimizers.LossScaleOptimizer
     ):

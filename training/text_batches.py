@@ -20,6 +20,7 @@ import keras
 import numpy as np
 
 from layers.validation import positive_int
+from training.errors import UserError
 
 # The special ids of the zoo's subword vocabularies (zoo.tokenizer.SubwordTokenizer trains
 # with them): the defaults wherever an id is not given.
@@ -300,7 +301,7 @@ def _check_examples(
             f"source_ids has {len(source_ids)} sequences but target_ids has {len(target_ids)}"
         )
     if len(source_ids) == 0:
-        raise ValueError("no examples: source_ids and target_ids are empty")
+        raise UserError("no examples: source_ids and target_ids are empty")
     positive_int(batch_size, "batch_size")
     positive_int(bucket_width, "bucket_width")
 

@@ -13,6 +13,7 @@ import os
 import zipfile
 from pathlib import Path
 
+from training.errors import UserError
 from training.text_batches import (  # noqa: F401  (re-exported)
     TeacherForcingBatches,
     filter_by_length,
@@ -54,7 +55,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as error:
-            raise ValueError(f"{str(path)!r} is not a readable gzip file: {error}") from None
+            raise UserError(f"{str(path)!r} is not a readable gzip file: {error}") from None
     return _split_lines(data, str(path))
 
 
@@ -65,7 +66,7 @@ def _split_lines(data: bytes, name: str) -> list[str]:
     except UnicodeDecodeError as error:
         line_number = data.count(b"\n", 0, error.start) + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        raise ValueError(
+        raise UserError(
             f"{name!r}, line {line_number}: not valid UTF-8 (byte "
             f"{data[error.start]:#04x} at byte column {column}: {error.reason})"
         ) from None
@@ -86,7 +87,7 @@ def read_parallel(source_path: str | os.PathLike, target_path: str | os.PathLike
     """
     sources, targets = read_lines(source_path), read_lines(target_path)
     if len(sources) != len(targets):
-        raise ValueError(
+        raise UserError(
             f"parallel files are not aligned: {os.fspath(source_path)!r} has {len(sources)} "
             f"lines but {os.fspath(target_path)!r} has {len(targets)}"
         )
@@ -131,7 +132,7 @@ def read_tsv_pairs(
             files = [info.filename for info in archive.infolist() if not info.is_dir()]
             if member is None:
                 if len(files) != 1:
-                    raise ValueError(
+                    raise UserError(
                         f"{str(path)!r} holds {len(files)} files {files}; pass member= to "
                         "choose one"
                     )
@@ -143,7 +144,7 @@ def read_tsv_pairs(
             name = f"{path}:{member}"
             lines = _split_lines(archive.read(member), name)
     elif member is not None:
-        raise ValueError(f"member={member!r} was given but {str(path)!r} is not a .zip archive")
+        raise UserError(f"member={member!r} was given but {str(path)!r} is not a .zip archive")
     else:
         name, lines = str(path), read_lines(path)
     needed = max(source_column, target_column) + 1
@@ -153,7 +154,7 @@ def read_tsv_pairs(
             continue
         fields = line.split("\t")
         if len(fields) < needed:
-            raise ValueError(
+            raise UserError(
                 f"{name!r}, line {number}: expected at least {needed} tab-separated columns "
                 f"(source_column={source_column}, target_column={target_column}), got "
                 f"{len(fields)}"
@@ -185,7 +186,7 @@ def read_multi30k(
         FileNotFoundError: a language file is missing.
     """
     if split not in MULTI30K_SPLITS:
-        raise ValueError(f"unknown Multi30k split {split!r}; expected one of {MULTI30K_SPLITS}")
+        raise UserError(f"unknown Multi30k split {split!r}; expected one of {MULTI30K_SPLITS}")
     directory = Path(directory)
     paths = []
     for lang in (source_lang, target_lang):

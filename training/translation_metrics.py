@@ -6,6 +6,8 @@ from typing import Callable, Sequence
 
 import keras
 
+from training.errors import UserError
+
 
 def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
     """sacreBLEU (13a tokenization, cased, on detokenized text) and chrF of a corpus.
@@ -21,7 +23,7 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[
     import sacrebleu
 
     if len(hypotheses) != len(references):
-        raise ValueError(
+        raise UserError(
             f"{len(hypotheses)} hypotheses but {len(references)} references; they must align")
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()
@@ -52,7 +54,7 @@ class TranslationMetricsCallback(keras.callbacks.Callback):
                  references: Sequence[str], every: int = 1, print_examples: int = 2) -> None:
         super().__init__()
         if len(sources) != len(references):
-            raise ValueError(
+            raise UserError(
                 f"{len(sources)} sources but {len(references)} references; they must align")
         self.translate = translate
         self.sources = list(sources)
