@@ -12,7 +12,8 @@ Everything here is written with `keras.ops` / `keras.random` only and is jittabl
 - `cifar_augmentation`: crop with padding, horizontal flip (`keras.layers.RandomFlip`) and
   RandAugment (`training.rand_augment.RandAugmentPolicy`).
 - `compiled_augmentation`: wraps any of these (or a Pipeline of them) in `jax.jit` or
-  `tf.function`, the fast way to run them on batches outside tf.data.
+  `tf.function` (`training.compilation.compile_for_backend`), the fast way to run them on
+  batches outside tf.data.
 - `MixBatch`: MixUp or CutMix with soft labels. (`keras.layers.MixUp` is equivalent for MixUp;
   `keras.layers.CutMix` weights the labels by the continuous box area while it pastes whole
   pixels, so its labels disagree with the pasted fraction; here both kinds share one layer.)
@@ -28,6 +29,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
+from training.compilation import compile_for_backend
 from training.rand_augment import RandAugmentPolicy
 
 
@@ -284,11 +286,10 @@ class MixBatch(keras.layers.Layer):
 def compiled_augmentation(layer: keras.layers.Layer) -> Callable[..., Any]:
     """Wraps an augmentation layer in the backend's compiler: `fn(*inputs) -> outputs`.
 
-    On JAX the layer runs through `jax.jit(layer.stateless_call)`; the function keeps the
-    layer's random-generator state and advances it on every call, so each batch draws fresh
-    randomness (the layer object's own state is left as it was). On TensorFlow it is a
-    `tf.function`; elsewhere the layer is called as is. Always `training=True`. A new batch
-    shape (e.g. a smaller last batch) compiles once more.
+    Compiled by `training.compilation.compile_for_backend` (`jax.jit` or `tf.function`;
+    elsewhere the layer is called as is); the layer's random-generator state advances on every
+    call, so each batch draws fresh randomness. Always `training=True`. A new batch shape
+    (e.g. a smaller last batch) compiles once more.
 
     Args:
         layer: e.g. `cifar_augmentation()` or `MixBatch("cutmix")`; it must not hold trainable
@@ -303,31 +304,11 @@ def compiled_augmentation(layer: keras.layers.Layer) -> Callable[..., Any]:
     >>> tuple(augment(np.zeros((8, 32, 32, 3), "uint8")).shape)
     (8, 32, 32, 3)
     """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(lambda *inputs: layer(*inputs, training=True), reduce_retracing=True)
-    if backend != "jax":
-        return lambda *inputs: layer(*inputs, training=True)
-
-    import jax
-
-    @jax.jit
-    def run(trainable, non_trainable, *inputs):
-        return layer.stateless_call(trainable, non_trainable, *inputs, training=True)
-
-    state: dict[str, Any] = {}
+    compiled = compile_for_backend(lambda *inputs: layer(*inputs, training=True), layer)
 
     def call(*inputs: Any) -> Any:
-        if not layer.built or not state:
-            if not layer.built:
-                layer(*inputs, training=False)  # builds sub-layers; draws nothing
-            state["trainable"] = [v.value for v in layer.trainable_variables]
-            state["non_trainable"] = [v.value for v in layer.non_trainable_variables]
-        outputs, state["non_trainable"] = run(
-            state["trainable"], state["non_trainable"], *inputs
-        )
-        return outputs
+        if not layer.built:
+            layer(*inputs, training=False)  # builds sub-layers; draws nothing
+        return compiled(*inputs)
 
     return call

@@ -18,8 +18,10 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable
 
-import keras
 from keras import ops
+
+# Re-exported: the searches' callers compile with it (`Translator.search`).
+from training.compilation import compile_for_backend  # noqa: F401
 
 from zoo.errors import UserError
 
@@ -267,27 +269,3 @@ def beam_search(
     tokens = ops.take_along_axis(tokens, ops.expand_dims(order, -1), axis=1)
     scores = ops.take_along_axis(scores, order, axis=1)
     return tokens[:, :, 1:], scores
-
-
-def compile_for_backend(fn: Callable, model: keras.Model) -> Callable:
-    """Compiles `fn(*tensors)` that reads `model`'s weights, once per input shape.
-
-    TensorFlow: a `tf.function` (traced once per shape). JAX: `jax.jit` over the model's
-    variable values, passed in through a `keras.StatelessScope`, so weights updated by
-    training are seen without recompiling. Other backends: `fn` as it is.
-    """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn)
-    if backend == "jax":
-        import jax
-
-        def stateless(values: list, *args: Any) -> Any:
-            with keras.StatelessScope(state_mapping=list(zip(model.variables, values))):
-                return fn(*args)
-
-        jitted = jax.jit(stateless)
-        return lambda *args: jitted([v.value for v in model.variables], *args)
-    return fn
