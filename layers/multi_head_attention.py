@@ -100,7 +100,7 @@ class MultiHeadAttention(keras.layers.Layer):
     Example:
     >>> import numpy as np
     >>> mha = MultiHeadAttention(num_heads=2, key_dim=4)
-    >>> mha(np.zeros((1, 3, 8), "float32")).shape
+    >>> tuple(mha(np.zeros((1, 3, 8), "float32")).shape)
     (1, 3, 8)
     """
 
@@ -329,6 +329,29 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def attend(self, query: Any, value: Any | None = None, **kwargs: Any
+               ) -> tuple[Any, Any | None, Any | None]:
+        """Calls the layer and returns `(output, scores, cache)`, whatever was asked for.
+
+        The same call as `layer(query, value, **kwargs)`, with one fixed structure: `scores`
+        is None unless `return_attention_scores=True`, `cache` is None unless a `cache` was
+        passed. For callers that pass those options through, as the Transformer blocks do.
+
+        Example:
+        >>> import numpy as np
+        >>> mha = MultiHeadAttention(num_heads=2, key_dim=4)
+        >>> output, scores, cache = mha.attend(np.zeros((1, 3, 8), "float32"))
+        >>> tuple(output.shape), scores, cache
+        ((1, 3, 8), None, None)
+        """
+        result = self(query, value, **kwargs)
+        with_scores = bool(kwargs.get("return_attention_scores", False))
+        with_cache = kwargs.get("cache") is not None
+        if not (with_scores or with_cache):
+            return result, None, None
+        output, *rest = result
+        return output, (rest[0] if with_scores else None), (rest[-1] if with_cache else None)
 
     # ------------------------------------------------------------------ long sequences
     def _blocked_attention_applies(self, q: Any, k: Any) -> bool:

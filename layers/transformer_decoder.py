@@ -45,7 +45,7 @@ class TransformerDecoderBlock(TransformerBlock):
     >>> import numpy as np
     >>> block = TransformerDecoderBlock(num_heads=2, intermediate_dim=16)
     >>> x, memory = np.zeros((1, 3, 8), "float32"), np.zeros((1, 5, 8), "float32")
-    >>> block(x, memory).shape
+    >>> tuple(block(x, memory).shape)
     (1, 3, 8)
     """
 
@@ -105,57 +105,37 @@ class TransformerDecoderBlock(TransformerBlock):
         has_encoder = encoder_sequence is not None or cross_attention_cache is not None
         if has_encoder and self.cross_attention is None:
             raise ValueError("this decoder block was built without an encoder sequence")
-        scores: dict = {}
-        caches: dict = {}
+        if caching:
+            # While generating, earlier target tokens are never padding.
+            self_attention_args = {"cache": self_attention_cache,
+                                   "cache_update_index": self_attention_cache_update_index}
+        else:
+            self_attention_args = {"query_mask": decoder_padding_mask,
+                                   "value_mask": decoder_padding_mask, "use_causal_mask": True}
+        x, self_scores, self_attention_cache = self._self_attention_sublayer(
+            decoder_sequence, training, return_attention_scores=return_attention_scores,
+            **self_attention_args,
+        )
+        scores = {"self_attention": self_scores}
 
-        def self_attend(x: Any) -> tuple[Any, Any]:
-            if caching:
-                # Padding of earlier target tokens does not occur while generating.
-                result = self.self_attention(
-                    x, cache=self_attention_cache,
-                    cache_update_index=self_attention_cache_update_index,
-                    return_attention_scores=return_attention_scores, training=training,
-                )
-                caches["self"] = result[-1]
-                result = result[:-1]
-            else:
-                result = self.self_attention(
-                    x, x, query_mask=decoder_padding_mask, value_mask=decoder_padding_mask,
-                    use_causal_mask=True,
-                    return_attention_scores=return_attention_scores, training=training,
-                )
-            if return_attention_scores:
-                scores["self_attention"] = result[1]
-                return result[0], None
-            return (result[0] if isinstance(result, tuple) else result), None
-
-        def cross_attend(x: Any) -> tuple[Any, Any]:
-            memory = encoder_sequence
-            result = self.cross_attention(
-                x, memory if memory is not None else x,
-                value_mask=encoder_padding_mask,
-                cache=cross_attention_cache,
+        if has_encoder:
+            # Cross-attention to the encoder's outputs, or to their cached keys and values.
+            residual = x
+            if self.normalize_first:
+                x = self.cross_attention_norm(x)
+            memory = x if encoder_sequence is None else encoder_sequence
+            x, scores["cross_attention"], _ = self.cross_attention.attend(
+                x, memory, value_mask=encoder_padding_mask, cache=cross_attention_cache,
                 return_attention_scores=return_attention_scores, training=training,
             )
-            if cross_attention_cache is not None:
-                caches["cross"] = result[-1]
-                result = result[:-1]
-                result = result if len(result) > 1 else result[0]
-            if return_attention_scores:
-                scores["cross_attention"] = result[1]
-                return result[0], None
-            return result, None
+            x = residual + self.residual_dropout(x, training=training)
+            if not self.normalize_first:
+                x = self.cross_attention_norm(x)
 
-        x, _ = self._sublayer(decoder_sequence, self.self_attention_norm, self_attend, training)
-        if has_encoder:
-            x, _ = self._sublayer(x, self.cross_attention_norm, cross_attend, training)
-        x, _ = self._sublayer(
-            x, self.feed_forward_norm,
-            lambda h: (self.feed_forward(h, training=training), None), training,
-        )
+        x = self._feed_forward_sublayer(x, training)
         outputs: tuple = (x,)
         if caching:
-            outputs += (caches["self"], caches.get("cross", cross_attention_cache))
+            outputs += (self_attention_cache, cross_attention_cache)
         if return_attention_scores:
             outputs += (scores,)
         return outputs[0] if len(outputs) == 1 else outputs

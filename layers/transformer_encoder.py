@@ -42,12 +42,12 @@ class TransformerBlock(keras.layers.Layer):
         activation: str = "relu",
         normalize_first: bool = False,
         layer_norm_epsilon: float = 1e-5,
-        use_fused_attention: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
         attention_window: int | None = None,
         global_tokens: int = 0,
         attention_block_size: int | None = None,
+        use_fused_attention: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -59,11 +59,13 @@ class TransformerBlock(keras.layers.Layer):
         self.activation = activation
         self.normalize_first = bool(normalize_first)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
+        # Checked here, not only by the attention layers, so that a bad value fails at
+        # construction rather than at the first call.
+        self.attention_window, self.global_tokens, self.attention_block_size = (
+            check_long_sequence_options(attention_window, global_tokens, attention_block_size))
         self.use_fused_attention = bool(use_fused_attention)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.attention_window, self.global_tokens, self.attention_block_size = (
-            check_long_sequence_options(attention_window, global_tokens, attention_block_size))
         self.supports_masking = True
 
     def _norm(self, name: str) -> keras.layers.LayerNormalization:
@@ -101,13 +103,27 @@ class TransformerBlock(keras.layers.Layer):
         self.feed_forward_norm.build(inputs_shape)
         self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
-    def _sublayer(self, x: Any, norm: keras.layers.Layer, fn: Any, training: bool | None
-                  ) -> tuple[Any, Any]:
-        """Applies one residual sub-layer; returns (new x, fn's extra output)."""
-        inner = norm(x) if self.normalize_first else x
-        out, extra = fn(inner)
-        x = x + self.residual_dropout(out, training=training)
-        return (x if self.normalize_first else norm(x)), extra
+    def _self_attention_sublayer(self, x: Any, training: bool | None, **attention_args: Any
+                                 ) -> tuple[Any, Any | None, Any | None]:
+        """The first sub-layer of both blocks: self-attention with its residual.
+
+        Returns `(x, scores, cache)` as `MultiHeadAttention.attend` does.
+        """
+        residual = x
+        if self.normalize_first:
+            x = self.self_attention_norm(x)
+        x, scores, cache = self.self_attention.attend(x, training=training, **attention_args)
+        x = residual + self.residual_dropout(x, training=training)
+        return (x if self.normalize_first else self.self_attention_norm(x)), scores, cache
+
+    def _feed_forward_sublayer(self, x: Any, training: bool | None) -> Any:
+        """The last sub-layer of both blocks: the feed-forward network with its residual."""
+        residual = x
+        if self.normalize_first:
+            x = self.feed_forward_norm(x)
+        x = residual + self.residual_dropout(self.feed_forward(x, training=training),
+                                             training=training)
+        return x if self.normalize_first else self.feed_forward_norm(x)
 
     def compute_output_shape(self, inputs_shape: tuple) -> tuple:
         return tuple(inputs_shape)
@@ -123,12 +139,12 @@ class TransformerBlock(keras.layers.Layer):
             "activation": self.activation,
             "normalize_first": self.normalize_first,
             "layer_norm_epsilon": self.layer_norm_epsilon,
-            "use_fused_attention": self.use_fused_attention,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "attention_window": self.attention_window,
             "global_tokens": self.global_tokens,
             "attention_block_size": self.attention_block_size,
+            "use_fused_attention": self.use_fused_attention,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         })
         return config
 
@@ -150,15 +166,15 @@ class TransformerEncoderBlock(TransformerBlock):
         activation: feed-forward activation, "relu" or "gelu".
         normalize_first: pre-norm instead of the paper's post-norm.
         layer_norm_epsilon: LayerNorm epsilon.
-        use_fused_attention: allow `keras.ops.dot_product_attention`.
-        kernel_initializer: initializer of every kernel.
-        bias_initializer: initializer of every bias.
         attention_window: if set, self-attention is local: each position sees this many
             positions on either side (see `MultiHeadAttention`).
         global_tokens: with `attention_window`, leading positions that attend globally (a
             class token, say).
         attention_block_size: exact attention over blocks of this many keys (without a
             window), or queries per block of the window.
+        use_fused_attention: allow `keras.ops.dot_product_attention`.
+        kernel_initializer: initializer of every kernel.
+        bias_initializer: initializer of every bias.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -175,7 +191,7 @@ class TransformerEncoderBlock(TransformerBlock):
     Example:
     >>> import numpy as np
     >>> block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
-    >>> block(np.zeros((1, 4, 8), "float32")).shape
+    >>> tuple(block(np.zeros((1, 4, 8), "float32")).shape)
     (1, 4, 8)
     """
 
@@ -191,18 +207,9 @@ class TransformerEncoderBlock(TransformerBlock):
              training: bool | None = None) -> Any:
         if padding_mask is None:
             padding_mask = getattr(inputs, "_keras_mask", None)
-
-        def attend(x: Any) -> tuple[Any, Any]:
-            result = self.self_attention(
-                x, x, query_mask=padding_mask, value_mask=padding_mask,
-                attention_mask=attention_mask,
-                return_attention_scores=return_attention_scores, training=training,
-            )
-            return result if return_attention_scores else (result, None)
-
-        x, scores = self._sublayer(inputs, self.self_attention_norm, attend, training)
-        x, _ = self._sublayer(
-            x, self.feed_forward_norm,
-            lambda h: (self.feed_forward(h, training=training), None), training,
+        x, scores, _ = self._self_attention_sublayer(
+            inputs, training, query_mask=padding_mask, value_mask=padding_mask,
+            attention_mask=attention_mask, return_attention_scores=return_attention_scores,
         )
+        x = self._feed_forward_sublayer(x, training)
         return (x, scores) if return_attention_scores else x

@@ -192,3 +192,31 @@ def test_a_cache_index_without_a_cache_is_refused():
     x = np.zeros((1, 3, 8), "float32")
     with pytest.raises(ValueError, match="cache_update_index needs a cache"):
         layer(x, cache_update_index=0)
+
+
+def test_attend_returns_output_scores_and_cache_in_one_structure():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, use_fused_attention=False)
+    output, scores, cache = layer.attend(QUERY, VALUE)
+    np.testing.assert_array_equal(np.array(output), np.array(layer(QUERY, VALUE)))
+    assert scores is None and cache is None
+
+    expected_output, expected_scores = layer(QUERY, VALUE, return_attention_scores=True)
+    output, scores, cache = layer.attend(QUERY, VALUE, return_attention_scores=True)
+    np.testing.assert_array_equal(np.array(output), np.array(expected_output))
+    np.testing.assert_array_equal(np.array(scores), np.array(expected_scores))
+    assert cache is None
+
+    empty = layer.empty_cache(2, 5)
+    expected_output, expected_cache = layer(QUERY[:, :1], cache=empty, cache_update_index=0)
+    output, scores, cache = layer.attend(QUERY[:, :1], cache=empty, cache_update_index=0)
+    np.testing.assert_array_equal(np.array(output), np.array(expected_output))
+    np.testing.assert_array_equal(np.array(cache), np.array(expected_cache))
+    assert scores is None
+
+    expected = layer(QUERY[:, :1], cache=empty, cache_update_index=0,
+                     return_attention_scores=True)
+    found = layer.attend(QUERY[:, :1], cache=empty, cache_update_index=0,
+                         return_attention_scores=True)
+    assert len(expected) == len(found) == 3
+    for want, got in zip(expected, found):
+        np.testing.assert_array_equal(np.array(got), np.array(want))
