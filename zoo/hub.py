@@ -18,7 +18,7 @@ The architecture is read from `config.json`:
 
     ViTForImageClassification      -> VisionTransformer (classifies with `id2label`)
     timm ViT (`architecture`, `pretrained_cfg`) -> VisionTransformer (timm's `label_names`)
-    MarianMTModel (OPUS-MT)        -> Translator with a `zoo.tokenizer.MarianTokenizer`
+    MarianMTModel (OPUS-MT)        -> Translator with a `zoo.marian_tokenizer.MarianTokenizer`
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
 
 DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification and

@@ -1,4 +1,4 @@
-"""A joint source/target subword tokenizer: one SentencePiece BPE model for both languages.
+"""The translator's tokenizers: the `Tokenizer` interface and the zoo's own subword one.
 
 The translator shares one vocabulary between English and German (as in "Attention Is All You
 Need", section 5.1), so one `SubwordTokenizer` encodes both sides. It has two faces over the
@@ -11,20 +11,17 @@ same serialized SentencePiece model:
 
 Special ids are fixed by `train`: pad 0, unknown 1, start 2, end 3.
 
-`MarianTokenizer` has the same interface for converted OPUS-MT translators: two SentencePiece
-models (source and target pieces) and one id map (`vocab.json`), as Hugging Face's
-`MarianTokenizer` reads them.
+`Tokenizer` holds what every tokenizer of a `Translator` shares (checking texts, padding,
+truncating, decoding up to the end id, saving); `zoo.marian_tokenizer.MarianTokenizer`, for
+converted OPUS-MT translators, is the other one.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import warnings
-import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import sentencepiece
@@ -32,9 +29,194 @@ import sentencepiece
 from training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
+# A `MarianTokenizer.save` file is a zip archive; a SentencePiece model is a protobuf.
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
-class SubwordTokenizer:
+class Tokenizer:
+    """What a `Translator` asks of its tokenizer: ids for texts and texts for ids.
+
+    A subclass sets the special ids and the vocabulary size in its `__init__` (by calling
+    `_set_ids`) and supplies four small pieces: `_encode_texts` (the piece ids of each
+    text), `_decode_ids` (the text of the ids kept by `decode`), `_piece` (one id's piece)
+    and `_serialized` (the bytes `save` writes). Everything else, and every check, is here.
+    """
+
+    _skipped_ids: frozenset[int] = frozenset()  # ids `decode` drops (besides the end id)
+
+    def _set_ids(self, vocabulary_size: int, pad: int, unknown: int, start: int,
+                 end: int) -> None:
+        self._vocabulary_size = vocabulary_size
+        self._pad_id, self._unknown_id, self._start_id, self._end_id = pad, unknown, start, end
+
+    vocabulary_size = property(lambda self: self._vocabulary_size, doc="Number of pieces.")
+    pad_id = property(lambda self: self._pad_id, doc="The id that pads a batch.")
+    unknown_id = property(lambda self: self._unknown_id, doc="The id of an unknown piece.")
+    start_id = property(lambda self: self._start_id, doc="The id that starts a target.")
+    end_id = property(lambda self: self._end_id, doc="The id that ends a sequence.")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocabulary_size={self.vocabulary_size})"
+
+    def _encode_texts(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError
+
+    def _decode_ids(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def _piece(self, token_id: int) -> str:
+        raise NotImplementedError
+
+    def _serialized(self) -> bytes:
+        raise NotImplementedError
+
+    def save(self, path: str | os.PathLike, overwrite: bool = False) -> None:
+        """Writes the tokenizer to one file, which `SubwordTokenizer.from_file` reads back.
+
+        Raises:
+            FileExistsError: `path` exists and `overwrite` is False.
+        """
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(
+                f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it"
+            )
+        with open(path, "wb") as file:
+            file.write(self._serialized())
+
+    # --- Python path --------------------------------------------------------------------
+
+    def encode(
+        self,
+        texts: Sequence[str | bytes],
+        max_length: int | None = None,
+        add_start: bool = False,
+        add_end: bool = True,
+    ) -> list[list[int]]:
+        """Encodes each text to a list of piece ids.
+
+        Args:
+            texts: a list of strings (bytes must be UTF-8).
+            max_length: when given, longer results are cut to `max_length` ids, the start
+                and end ids kept; a warning gives the lengths.
+            add_start: put the start id first.
+            add_end: put the end id last.
+
+        Returns:
+            One list of ids per text; an empty text gives `[end_id]` (or `[]`).
+
+        Raises:
+            TypeError: `texts` is a single string, or holds something that is not text.
+            ValueError: a bytes text is not valid UTF-8, or `max_length` leaves no room.
+        """
+        strings = _as_strings(texts)
+        specials = int(add_start) + int(add_end)
+        if max_length is not None and (not isinstance(max_length, int) or max_length <= specials):
+            raise ValueError(
+                f"max_length must be an int > {specials} (room for the start/end ids and one "
+                f"piece), got {max_length!r}"
+            )
+        bodies = self._encode_texts(strings)
+        prefix = [self.start_id] if add_start else []
+        suffix = [self.end_id] if add_end else []
+        encoded = [prefix + body + suffix for body in bodies]
+        if max_length is None:
+            return encoded
+        too_long = [len(ids) for ids in encoded if len(ids) > max_length]
+        if too_long:
+            warnings.warn(
+                f"{len(too_long)} of {len(encoded)} texts encode to more than max_length="
+                f"{max_length} ids (longest: {max(too_long)}; lengths: {too_long[:10]}"
+                f"{' ...' if len(too_long) > 10 else ''}); they are truncated to {max_length}",
+                stacklevel=2,
+            )
+            budget = max_length - specials
+            encoded = [
+                ids if len(ids) <= max_length else prefix + body[:budget] + suffix
+                for ids, body in zip(encoded, bodies)
+            ]
+        return encoded
+
+    def encode_batch_padded(
+        self,
+        texts: Sequence[str | bytes],
+        max_length: int | None = None,
+        add_start: bool = False,
+        add_end: bool = True,
+    ) -> np.ndarray:
+        """Encodes texts into one int32 array padded with `pad_id`.
+
+        Args: as for `encode`.
+
+        Returns:
+            Array of shape (len(texts), max_length) when `max_length` is given, else
+            (len(texts), longest encoding).
+        """
+        encoded = self.encode(texts, max_length, add_start=add_start, add_end=add_end)
+        if max_length is not None:
+            width = max_length
+        else:
+            width = max((len(ids) for ids in encoded), default=0)
+        batch = np.full((len(encoded), width), self.pad_id, dtype=np.int32)
+        for row, ids in enumerate(encoded):
+            batch[row, : len(ids)] = ids
+        return batch
+
+    def decode(self, ids: Sequence[Sequence[int]] | np.ndarray) -> list[str]:
+        """Decodes a batch of id sequences to texts.
+
+        Each sequence is read up to its first end id; the subclass's special ids (pad and
+        start for `SubwordTokenizer`) are skipped, so both `encode` output and padded model
+        output decode cleanly.
+
+        Args:
+            ids: a list of id lists, or a 2-D integer array (batch, length).
+
+        Returns:
+            One string per sequence.
+
+        Raises:
+            ValueError: `ids` is not a batch of sequences, or holds an id outside the
+                vocabulary.
+        """
+        if isinstance(ids, np.ndarray) or hasattr(ids, "shape"):
+            ids = np.asarray(ids)
+            if ids.ndim != 2:
+                raise ValueError(
+                    f"ids must be 2-D (batch, length), got an array of shape {ids.shape}"
+                )
+            if ids.size and not np.issubdtype(ids.dtype, np.integer):
+                raise ValueError(f"ids must be integers, got dtype {ids.dtype}")
+            ids = ids.tolist()
+        texts = []
+        for index, sequence in enumerate(ids):
+            if isinstance(sequence, (int, np.integer)):
+                raise ValueError(
+                    "ids must be a batch of id sequences (a list of lists); got a flat list "
+                    "of ints: wrap one sequence as [ids]"
+                )
+            kept = []
+            for token in sequence:
+                token = int(token)
+                if token == self.end_id:
+                    break
+                if not 0 <= token < self.vocabulary_size:
+                    raise ValueError(
+                        f"id {token} in sequence {index} is outside the vocabulary "
+                        f"[0, {self.vocabulary_size})"
+                    )
+                if token not in self._skipped_ids:
+                    kept.append(token)
+            texts.append(self._decode_ids(kept))
+        return texts
+
+    def id_to_piece(self, token_id: int) -> str:
+        """The piece of one id (spaces shown as U+2581), e.g. for attention plots."""
+        if not 0 <= int(token_id) < self.vocabulary_size:
+            raise ValueError(f"id {token_id} is outside the vocabulary [0, {self.vocabulary_size})")
+        return self._piece(int(token_id))
+
+
+class SubwordTokenizer(Tokenizer):
     """A SentencePiece subword tokenizer with pad, unknown, start and end ids.
 
     Args:
@@ -61,21 +243,17 @@ class SubwordTokenizer:
             raise ValueError(
                 f"proto ({len(self._proto)} bytes) is not a valid SentencePiece model: {error}"
             ) from None
-        missing = [
-            name
-            for name, value in [
-                ("pad", self._processor.pad_id()),
-                ("unknown", self._processor.unk_id()),
-                ("start", self._processor.bos_id()),
-                ("end", self._processor.eos_id()),
-            ]
-            if value < 0
-        ]
+        processor = self._processor
+        ids = {"pad": processor.pad_id(), "unknown": processor.unk_id(),
+               "start": processor.bos_id(), "end": processor.eos_id()}
+        missing = [name for name, value in ids.items() if value < 0]
         if missing:
             raise ValueError(
                 f"the SentencePiece model has no {', '.join(missing)} id; expected pad, "
                 "unknown, start and end ids (train it with SubwordTokenizer.train)"
             )
+        self._set_ids(processor.get_piece_size(), **ids)
+        self._skipped_ids = frozenset((self.pad_id, self.start_id))
 
     # --- construction and storage -------------------------------------------------------
 
@@ -127,24 +305,14 @@ class SubwordTokenizer:
         sentencepiece.set_random_generator_seed(seed)
         try:
             sentencepiece.SentencePieceTrainer.train(
-                sentence_iterator=iter(counted),
-                model_writer=model,
-                vocab_size=vocabulary_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                normalization_rule_name=normalization,
-                pad_id=PAD_ID,
-                unk_id=UNKNOWN_ID,
-                bos_id=START_ID,
-                eos_id=END_ID,
-                pad_piece=PAD_PIECE,
-                unk_piece=UNKNOWN_PIECE,
-                bos_piece=START_PIECE,
+                sentence_iterator=iter(counted), model_writer=model,
+                vocab_size=vocabulary_size, model_type=model_type,
+                character_coverage=character_coverage, normalization_rule_name=normalization,
+                pad_id=PAD_ID, unk_id=UNKNOWN_ID, bos_id=START_ID, eos_id=END_ID,
+                pad_piece=PAD_PIECE, unk_piece=UNKNOWN_PIECE, bos_piece=START_PIECE,
                 eos_piece=END_PIECE,
                 # Determinism: no sampling of the input, one thread.
-                input_sentence_size=0,
-                shuffle_input_sentence=False,
-                num_threads=1,
+                input_sentence_size=0, shuffle_input_sentence=False, num_threads=1,
                 minloglevel=2,
             )
         except (RuntimeError, ValueError) as error:
@@ -164,8 +332,8 @@ class SubwordTokenizer:
         return tokenizer
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> SubwordTokenizer | MarianTokenizer:
-        """Reads a tokenizer from a SentencePiece `.model` file written by `save`.
+    def from_file(cls, path: str | os.PathLike) -> Tokenizer:
+        """Reads a tokenizer from a file written by `save`: a SentencePiece `.model` file.
 
         A file written by `MarianTokenizer.save` (a zip archive) gives a `MarianTokenizer`,
         so a translator's stored tokenizer loads whichever kind it is.
@@ -175,49 +343,18 @@ class SubwordTokenizer:
         with open(path, "rb") as file:
             data = file.read()
         if data.startswith(_ZIP_MAGIC):
+            from zoo.marian_tokenizer import MarianTokenizer  # it builds on this module
+
             return MarianTokenizer.from_bytes(data)
         return cls(data)
 
-    def save(self, path: str | os.PathLike, overwrite: bool = False) -> None:
-        """Writes the serialized model to `path` (a SentencePiece `.model` file).
-
-        Raises:
-            FileExistsError: `path` exists and `overwrite` is False.
-        """
-        if os.path.exists(path) and not overwrite:
-            raise FileExistsError(
-                f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it"
-            )
-        with open(path, "wb") as file:
-            file.write(self._proto)
-
     @property
     def proto(self) -> bytes:
-        """The serialized SentencePiece model."""
+        """The serialized SentencePiece model (what `save` writes to a `.model` file)."""
         return self._proto
 
-    @property
-    def vocabulary_size(self) -> int:
-        return self._processor.get_piece_size()
-
-    @property
-    def pad_id(self) -> int:
-        return self._processor.pad_id()
-
-    @property
-    def unknown_id(self) -> int:
-        return self._processor.unk_id()
-
-    @property
-    def start_id(self) -> int:
-        return self._processor.bos_id()
-
-    @property
-    def end_id(self) -> int:
-        return self._processor.eos_id()
-
-    def __repr__(self) -> str:
-        return f"SubwordTokenizer(vocabulary_size={self.vocabulary_size})"
+    def _serialized(self) -> bytes:
+        return self._proto
 
     # --- Python path --------------------------------------------------------------------
 
@@ -234,134 +371,14 @@ class SubwordTokenizer:
             for text in strings
         ]
 
-    def encode(
-        self,
-        texts: Sequence[str | bytes],
-        max_length: int | None = None,
-        add_start: bool = False,
-        add_end: bool = True,
-    ) -> list[list[int]]:
-        """Encodes each text to a list of piece ids.
+    def _encode_texts(self, texts: list[str]) -> list[list[int]]:
+        return self._processor.encode(texts, out_type=int)
 
-        Args:
-            texts: a list of strings (bytes must be UTF-8).
-            max_length: when given, longer results are cut to `max_length` ids, the start
-                and end ids kept; a warning gives the lengths.
-            add_start: put the start id first.
-            add_end: put the end id last.
+    def _decode_ids(self, ids: list[int]) -> str:
+        return self._processor.decode(ids)
 
-        Returns:
-            One list of ids per text; an empty text gives `[end_id]` (or `[]`).
-
-        Raises:
-            TypeError: `texts` is a single string, or holds something that is not text.
-            ValueError: a bytes text is not valid UTF-8, or `max_length` leaves no room.
-        """
-        strings = _as_strings(texts)
-        specials = int(add_start) + int(add_end)
-        if max_length is not None and (not isinstance(max_length, int) or max_length <= specials):
-            raise ValueError(
-                f"max_length must be an int > {specials} (room for the start/end ids and one "
-                f"piece), got {max_length!r}"
-            )
-        bodies = self._processor.encode(strings, out_type=int)
-        prefix = [self.start_id] if add_start else []
-        suffix = [self.end_id] if add_end else []
-        encoded = [prefix + body + suffix for body in bodies]
-        if max_length is None:
-            return encoded
-        too_long = [len(ids) for ids in encoded if len(ids) > max_length]
-        if too_long:
-            warnings.warn(
-                f"{len(too_long)} of {len(encoded)} texts encode to more than max_length="
-                f"{max_length} ids (longest: {max(too_long)}; lengths: {too_long[:10]}"
-                f"{' ...' if len(too_long) > 10 else ''}); they are truncated to {max_length}",
-                stacklevel=2,
-            )
-            budget = max_length - specials
-            encoded = [
-                ids if len(ids) <= max_length else prefix + body[:budget] + suffix
-                for ids, body in zip(encoded, bodies)
-            ]
-        return encoded
-
-    def encode_batch_padded(
-        self,
-        texts: Sequence[str | bytes],
-        max_length: int | None = None,
-        add_start: bool = False,
-        add_end: bool = True,
-    ) -> np.ndarray:
-        """Encodes texts into one int32 array padded with `pad_id`.
-
-        Args: as for `encode`.
-
-        Returns:
-            Array of shape (len(texts), max_length) when `max_length` is given, else
-            (len(texts), longest encoding).
-        """
-        encoded = self.encode(texts, max_length, add_start=add_start, add_end=add_end)
-        if max_length is not None:
-            width = max_length
-        else:
-            width = max((len(ids) for ids in encoded), default=0)
-        batch = np.full((len(encoded), width), self.pad_id, dtype=np.int32)
-        for row, ids in enumerate(encoded):
-            batch[row, : len(ids)] = ids
-        return batch
-
-    def decode(self, ids: Sequence[Sequence[int]] | np.ndarray) -> list[str]:
-        """Decodes a batch of id sequences to texts.
-
-        Each sequence is read up to its first end id; pad and start ids are skipped, so both
-        `encode` output and padded model output decode cleanly.
-
-        Args:
-            ids: a list of id lists, or a 2-D integer array (batch, length).
-
-        Returns:
-            One string per sequence.
-
-        Raises:
-            ValueError: `ids` is not a batch of sequences, or holds an id outside the
-                vocabulary.
-        """
-        if isinstance(ids, np.ndarray) or hasattr(ids, "shape"):
-            ids = np.asarray(ids)
-            if ids.ndim != 2:
-                raise ValueError(
-                    f"ids must be 2-D (batch, length), got an array of shape {ids.shape}"
-                )
-            if ids.size and not np.issubdtype(ids.dtype, np.integer):
-                raise ValueError(f"ids must be integers, got dtype {ids.dtype}")
-            ids = ids.tolist()
-        texts = []
-        for index, sequence in enumerate(ids):
-            if isinstance(sequence, (int, np.integer)):
-                raise ValueError(
-                    "ids must be a batch of id sequences (a list of lists); got a flat list "
-                    "of ints: wrap one sequence as [ids]"
-                )
-            kept = []
-            for token in sequence:
-                token = int(token)
-                if token == self.end_id:
-                    break
-                if not 0 <= token < self.vocabulary_size:
-                    raise ValueError(
-                        f"id {token} in sequence {index} is outside the vocabulary "
-                        f"[0, {self.vocabulary_size})"
-                    )
-                if token not in (self.pad_id, self.start_id):
-                    kept.append(token)
-            texts.append(self._processor.decode(kept))
-        return texts
-
-    def id_to_piece(self, token_id: int) -> str:
-        """The subword piece of one id (spaces shown as U+2581), e.g. for attention plots."""
-        if not 0 <= int(token_id) < self.vocabulary_size:
-            raise ValueError(f"id {token_id} is outside the vocabulary [0, {self.vocabulary_size})")
-        return self._processor.id_to_piece(int(token_id))
+    def _piece(self, token_id: int) -> str:
+        return self._processor.id_to_piece(token_id)
 
     # --- graph path ---------------------------------------------------------------------
 
@@ -423,331 +440,3 @@ def _as_strings(texts: Sequence[str | bytes]) -> list[str]:
             raise TypeError(f"text {index} is a {type(text).__name__}, expected str or bytes")
         strings.append(text)
     return strings
-
-
-# ---------------------------------------------------------------------- Marian / OPUS-MT
-_ZIP_MAGIC = b"PK\x03\x04"
-_MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
-_MARIAN_SETTINGS = "settings.json"
-_META_SYMBOL = "\u2581"
-
-
-class MarianTokenizer:
-    """OPUS-MT's tokenizer: source and target SentencePiece models and one id map.
-
-    Encoding cuts a source sentence into the source model's pieces and numbers them with the
-    id map (`vocab.json`; a piece it lacks is the unknown id), then appends the end id.
-    Decoding maps ids back to pieces, drops the special ones (end, unknown, pad) and joins
-    the pieces, as Hugging Face's `MarianTokenizer` with `skip_special_tokens=True` does
-    (with one shared vocabulary it joins them with the source model). A leading language
-    code (`>>de<<`, for multilingual OPUS-MT models) is one piece of its own.
-
-    The interface is `SubwordTokenizer`'s (`encode`, `encode_batch_padded`, `decode`,
-    `id_to_piece`, `save`, `pad_id`, `start_id`, `end_id`, `unknown_id`,
-    `vocabulary_size`), so a `Translator` takes either. Marian starts every target with the
-    pad id: `start_id == pad_id`.
-
-    Args:
-        source_proto: the serialized source SentencePiece model (`source.spm`).
-        target_proto: the serialized target SentencePiece model (`target.spm`).
-        vocabulary: the id map, piece -> id (the contents of `vocab.json`); the ids must be
-            0 .. n - 1, each once.
-        end_piece: the end-of-sentence piece (`</s>`, id 0 in OPUS-MT).
-        unknown_piece: the unknown piece (`<unk>`, id 1 in OPUS-MT).
-        pad_piece: the padding piece (`<pad>`, the last id in OPUS-MT).
-        clean_up_spaces: remove spaces before punctuation after decoding (Hugging Face's
-            `clean_up_tokenization_spaces`; off for OPUS-MT).
-
-    Example:
-    >>> tokenizer = MarianTokenizer.from_folder("opus-mt-en-de/")   # doctest: +SKIP
-    >>> tokenizer.decode(tokenizer.encode(["A dog runs."]))          # doctest: +SKIP
-    """
-
-    def __init__(self, source_proto: bytes, target_proto: bytes,
-                 vocabulary: Mapping[str, int], *, end_piece: str = END_PIECE,
-                 unknown_piece: str = UNKNOWN_PIECE, pad_piece: str = PAD_PIECE,
-                 clean_up_spaces: bool = False) -> None:
-        processors = []
-        for what, proto in (("source_proto", source_proto), ("target_proto", target_proto)):
-            if not isinstance(proto, (bytes, bytearray)):
-                raise TypeError(f"{what} must be a serialized SentencePiece model (bytes); got "
-                                f"{type(proto).__name__}")
-            try:
-                processors.append(
-                    sentencepiece.SentencePieceProcessor(model_proto=bytes(proto)))
-            except RuntimeError as error:
-                raise ValueError(f"{what} ({len(proto)} bytes) is not a valid SentencePiece "
-                                 f"model: {error}") from None
-        self._source_proto, self._target_proto = bytes(source_proto), bytes(target_proto)
-        self._source, self._target = processors
-        if not isinstance(vocabulary, Mapping) or not vocabulary:
-            raise ValueError("vocabulary must be a non-empty mapping of pieces to ids "
-                             "(the contents of vocab.json)")
-        pieces: list[str | None] = [None] * len(vocabulary)
-        for piece, index in vocabulary.items():
-            if isinstance(index, bool) or not isinstance(index, int) \
-                    or not 0 <= index < len(vocabulary):
-                raise ValueError(f"vocabulary id {index!r} of piece {piece!r} is not in "
-                                 f"[0, {len(vocabulary)}): the ids must be 0 .. n - 1")
-            if pieces[index] is not None:
-                raise ValueError(f"vocabulary id {index} is given to both {pieces[index]!r} "
-                                 f"and {piece!r}")
-            pieces[index] = str(piece)
-        self._pieces: list[str] = pieces  # type: ignore[assignment]  (all filled: n ids, n keys)
-        self._ids = {piece: index for index, piece in enumerate(self._pieces)}
-        for what, piece in (("end_piece", end_piece), ("unknown_piece", unknown_piece),
-                            ("pad_piece", pad_piece)):
-            if piece not in self._ids:
-                raise ValueError(f"{what} {piece!r} is not in the vocabulary")
-        self._pieces_of_specials = (end_piece, unknown_piece, pad_piece)
-        self._end_id, self._unknown_id, self._pad_id = (self._ids[p]
-                                                        for p in self._pieces_of_specials)
-        self.clean_up_spaces = bool(clean_up_spaces)
-
-    # --- construction and storage -------------------------------------------------------
-
-    @classmethod
-    def from_folder(cls, folder: str | os.PathLike) -> MarianTokenizer:
-        """Reads an OPUS-MT folder: `source.spm`, `target.spm`, `vocab.json` and, when
-        present, `tokenizer_config.json` / `special_tokens_map.json` (special pieces).
-
-        Raises:
-            FileNotFoundError: one of the three files is missing (the message names it).
-            ValueError: separate source and target vocabularies (`target_vocab.json`,
-                `separate_vocabs`), which a `Translator` cannot share, or a bad file.
-        """
-        folder = Path(folder)
-        for name in _MARIAN_FILES:
-            if not (folder / name).is_file():
-                raise FileNotFoundError(f"the Marian tokenizer needs {name}; there is none "
-                                        f"in {str(folder)!r}")
-        settings: dict = {}
-        for name in ("special_tokens_map.json", "tokenizer_config.json"):
-            if (folder / name).is_file():
-                settings.update(_read_json(folder / name))
-        if settings.get("separate_vocabs") or (folder / "target_vocab.json").is_file():
-            raise ValueError(f"{str(folder)!r} has separate source and target vocabularies; "
-                             "the zoo's Translator shares one")
-        return cls((folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes(),
-                   _read_json(folder / "vocab.json"),
-                   end_piece=_token_text(settings.get("eos_token"), END_PIECE),
-                   unknown_piece=_token_text(settings.get("unk_token"), UNKNOWN_PIECE),
-                   pad_piece=_token_text(settings.get("pad_token"), PAD_PIECE),
-                   clean_up_spaces=bool(settings.get("clean_up_tokenization_spaces", False)))
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> MarianTokenizer:
-        """Reads the archive that `save` writes (a zip of the three files and settings)."""
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                files = {name: archive.read(name) for name in (*_MARIAN_FILES,
-                                                               _MARIAN_SETTINGS)}
-        except (zipfile.BadZipFile, KeyError) as error:
-            raise ValueError(f"not a Marian tokenizer archive: {error}") from None
-        settings = json.loads(files[_MARIAN_SETTINGS])
-        return cls(files["source.spm"], files["target.spm"], json.loads(files["vocab.json"]),
-                   **settings)
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike) -> MarianTokenizer:
-        """Reads a file written by `save`."""
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"tokenizer file {os.fspath(path)!r} does not exist")
-        with open(path, "rb") as file:
-            return cls.from_bytes(file.read())
-
-    def save(self, path: str | os.PathLike, overwrite: bool = False) -> None:
-        """Writes the tokenizer to one file (a zip of `source.spm`, `target.spm`,
-        `vocab.json` and its settings); `SubwordTokenizer.from_file` reads it back too.
-
-        Raises:
-            FileExistsError: `path` exists and `overwrite` is False.
-        """
-        if os.path.exists(path) and not overwrite:
-            raise FileExistsError(
-                f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it")
-        end, unknown, pad = self._pieces_of_specials
-        settings = {"end_piece": end, "unknown_piece": unknown, "pad_piece": pad,
-                    "clean_up_spaces": self.clean_up_spaces}
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("source.spm", self._source_proto)
-            archive.writestr("target.spm", self._target_proto)
-            archive.writestr("vocab.json", json.dumps(self._ids, ensure_ascii=False))
-            archive.writestr(_MARIAN_SETTINGS, json.dumps(settings))
-        with open(path, "wb") as file:
-            file.write(buffer.getvalue())
-
-    @property
-    def source_proto(self) -> bytes:
-        """The serialized source SentencePiece model."""
-        return self._source_proto
-
-    @property
-    def target_proto(self) -> bytes:
-        """The serialized target SentencePiece model."""
-        return self._target_proto
-
-    @property
-    def vocabulary(self) -> dict[str, int]:
-        """The id map, piece -> id (a copy)."""
-        return dict(self._ids)
-
-    @property
-    def vocabulary_size(self) -> int:
-        return len(self._pieces)
-
-    @property
-    def pad_id(self) -> int:
-        return self._pad_id
-
-    @property
-    def unknown_id(self) -> int:
-        return self._unknown_id
-
-    @property
-    def start_id(self) -> int:
-        """Marian's decoder start id: the pad id."""
-        return self._pad_id
-
-    @property
-    def end_id(self) -> int:
-        return self._end_id
-
-    def __repr__(self) -> str:
-        return f"MarianTokenizer(vocabulary_size={self.vocabulary_size})"
-
-    # --- Python path --------------------------------------------------------------------
-
-    def pieces(self, text: str) -> list[str]:
-        """The source pieces of one text (a leading `>>xx<<` language code is one piece)."""
-        code = []
-        if text.startswith(">>") and (end := text.find("<<")) != -1:
-            code, text = [text[:end + 2]], text[end + 2:]
-        return code + self._source.encode(text, out_type=str)
-
-    def encode(self, texts: Sequence[str | bytes], max_length: int | None = None,
-               add_start: bool = False, add_end: bool = True) -> list[list[int]]:
-        """Encodes each text to ids, as Hugging Face's `MarianTokenizer(texts)` does.
-
-        Args: as for `SubwordTokenizer.encode` (`add_start` puts the start id, which is the
-            pad id, first).
-
-        Returns:
-            One list of ids per text; an empty text gives `[end_id]`.
-
-        Raises:
-            TypeError, ValueError: as `SubwordTokenizer.encode`.
-        """
-        strings = _as_strings(texts)
-        specials = int(add_start) + int(add_end)
-        if max_length is not None and (not isinstance(max_length, int)
-                                       or max_length <= specials):
-            raise ValueError(f"max_length must be an int > {specials} (room for the start/end "
-                             f"ids and one piece), got {max_length!r}")
-        prefix = [self.start_id] if add_start else []
-        suffix = [self.end_id] if add_end else []
-        bodies = [[self._ids.get(p, self._unknown_id) for p in self.pieces(text)]
-                  for text in strings]
-        if max_length is not None:
-            too_long = [len(b) + specials for b in bodies if len(b) + specials > max_length]
-            if too_long:
-                warnings.warn(
-                    f"{len(too_long)} of {len(bodies)} texts encode to more than max_length="
-                    f"{max_length} ids (longest: {max(too_long)}); they are truncated to "
-                    f"{max_length}", stacklevel=2)
-                bodies = [b[:max_length - specials] for b in bodies]
-        return [prefix + body + suffix for body in bodies]
-
-    def encode_batch_padded(self, texts: Sequence[str | bytes], max_length: int | None = None,
-                            add_start: bool = False, add_end: bool = True) -> np.ndarray:
-        """Encodes texts into one int32 array padded with `pad_id` (as
-        `SubwordTokenizer.encode_batch_padded`)."""
-        encoded = self.encode(texts, max_length, add_start=add_start, add_end=add_end)
-        width = max_length if max_length is not None else max(map(len, encoded), default=0)
-        batch = np.full((len(encoded), width), self.pad_id, dtype=np.int32)
-        for row, ids in enumerate(encoded):
-            batch[row, :len(ids)] = ids
-        return batch
-
-    def decode(self, ids: Sequence[Sequence[int]] | np.ndarray) -> list[str]:
-        """Decodes a batch of id sequences to texts, each read up to its first end id.
-
-        Equal to Hugging Face's `MarianTokenizer.batch_decode(ids, skip_special_tokens=True)`:
-        the end, unknown and pad ids are dropped, the other pieces joined.
-
-        Raises:
-            ValueError: `ids` is not a batch of sequences, or holds an id outside the
-                vocabulary.
-        """
-        if isinstance(ids, np.ndarray) or hasattr(ids, "shape"):
-            ids = np.asarray(ids)
-            if ids.ndim != 2:
-                raise ValueError(f"ids must be 2-D (batch, length), got an array of shape "
-                                 f"{ids.shape}")
-            if ids.size and not np.issubdtype(ids.dtype, np.integer):
-                raise ValueError(f"ids must be integers, got dtype {ids.dtype}")
-            ids = ids.tolist()
-        skipped = {self._end_id, self._unknown_id, self._pad_id}
-        texts = []
-        for index, sequence in enumerate(ids):
-            if isinstance(sequence, (int, np.integer)):
-                raise ValueError("ids must be a batch of id sequences (a list of lists); got a "
-                                 "flat list of ints: wrap one sequence as [ids]")
-            pieces = []
-            for token in sequence:
-                token = int(token)
-                if token == self._end_id:
-                    break
-                if not 0 <= token < self.vocabulary_size:
-                    raise ValueError(f"id {token} in sequence {index} is outside the "
-                                     f"vocabulary [0, {self.vocabulary_size})")
-                if token not in skipped:
-                    pieces.append(self._pieces[token])
-            text = self._source.decode_pieces(pieces).replace(_META_SYMBOL, " ").strip()
-            texts.append(_clean_up_spaces(text) if self.clean_up_spaces else text)
-        return texts
-
-    def id_to_piece(self, token_id: int) -> str:
-        """The piece of one id (spaces shown as U+2581), e.g. for attention plots."""
-        if not 0 <= int(token_id) < self.vocabulary_size:
-            raise ValueError(f"id {token_id} is outside the vocabulary "
-                             f"[0, {self.vocabulary_size})")
-        return self._pieces[int(token_id)]
-
-    def to_keras_hub(self, **kwargs: object) -> object:
-        """The same tokenizer inside a TensorFlow graph (TF and TF Text ops only), for
-        export: a `zoo.converters.marian_graph.MarianGraphTokenizer` layer, whose `tokenize`
-        gives the ids of `encode(..., add_end=False)` and `detokenize` the texts of `decode`.
-        (Named as `SubwordTokenizer`'s graph path, which `zoo.export` calls.)
-
-        Args:
-            **kwargs: layer arguments (`name`).
-        """
-        from zoo.converters.marian_graph import MarianGraphTokenizer  # TensorFlow
-
-        return MarianGraphTokenizer(self, **kwargs)
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {error}") from None
-
-
-def _token_text(value: object, default: str) -> str:
-    """A special token's text from tokenizer_config.json (a string or an AddedToken dict)."""
-    if isinstance(value, Mapping):
-        value = value.get("content")
-    return str(value) if value else default
-
-
-def _clean_up_spaces(text: str) -> str:
-    """Hugging Face's `clean_up_tokenization`: no space before punctuation and clitics."""
-    for spaced, joined in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
-                           (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"),
-                           (" 're", "'re")):
-        text = text.replace(spaced, joined)
-    return text

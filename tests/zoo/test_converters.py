@@ -286,7 +286,7 @@ def test_marian_folder_with_opus_mt_tokenizer_files_translates_text(hf_marian, t
 
     import zoo
     from zoo.cli import main
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
 
     rng = np.random.default_rng(6)
     words = ["a", "dog", "runs", "the", "man", "rides", "red", "bike", "in", "park",

@@ -163,7 +163,7 @@ def test_opus_mt_handle_translates_as_marian_mt_model(hub_cache, opus_mt, multi3
                                                       monkeypatch):
     from transformers import MarianTokenizer as ReferenceTokenizer
 
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
     from zoo.translator import Translator
 
     publish(hub_cache, "Helsinki-NLP/opus-mt-tiny-en-de", opus_mt)

@@ -1,4 +1,5 @@
-"""Tests of zoo.tokenizer.SubwordTokenizer on real Multi30k sentences."""
+"""Tests of zoo.tokenizer.SubwordTokenizer and zoo.marian_tokenizer.MarianTokenizer on real
+Multi30k sentences."""
 
 from __future__ import annotations
 
@@ -213,7 +214,8 @@ def test_keras_hub_tokenizer_agrees_with_python_path(tokenizer, held_out):
 
 
 def test_import_needs_no_tensorflow():
-    assert not modules_imported_by("import zoo.tokenizer") & {"tensorflow", "keras_hub"}
+    for module in ("zoo.tokenizer", "zoo.marian_tokenizer"):
+        assert not modules_imported_by(f"import {module}") & {"tensorflow", "keras_hub"}
 
 
 # ---------------------------------------------------------------------- MarianTokenizer
@@ -245,7 +247,7 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
     pytest.importorskip("transformers")
     from transformers import MarianTokenizer as Reference
 
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
 
     ours = MarianTokenizer.from_folder(marian_folder)
     reference = Reference.from_pretrained(str(marian_folder))
@@ -267,7 +269,7 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
 
 
 def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
     path = tmp_path / "tokenizer.model"
@@ -285,7 +287,7 @@ def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
 def test_marian_graph_tokenizer_agrees_with_python_path(marian_folder, held_out):
     import tensorflow as tf
 
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
     graph_tokenizer = tokenizer.to_keras_hub()
@@ -307,7 +309,7 @@ def test_marian_tokenizer_truncates_and_refuses_bad_input(marian_folder, tmp_pat
     import json
     import shutil
 
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
     with pytest.warns(UserWarning, match="truncated to 5"):

@@ -135,7 +135,7 @@ def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
 def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     """A `MarianMTModel` (OPUS-MT) checkpoint as a `Translator` with its tokenizer."""
     from zoo.converters.marian import translator_from_marian
-    from zoo.tokenizer import MarianTokenizer
+    from zoo.marian_tokenizer import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(folder)
     pad, eos = config.get("pad_token_id"), config.get("eos_token_id")

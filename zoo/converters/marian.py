@@ -19,16 +19,17 @@ where present they are checked against our table.
 
 Tokens: without a tokenizer the converted model works on token ids (`Translator.search` /
 `generate`; sources end with the eos id 0 and are padded with `pad_id`). Pass
-`tokenizer=zoo.tokenizer.MarianTokenizer.from_folder(folder)` (OPUS-MT's `source.spm`,
-`target.spm` and `vocab.json`) to make it translate text; a checkpoint folder holding those
-files gets it by itself, and `zoo.hub` handles (`zoo.hub.load("hf://Helsinki-NLP/...")`) too.
+`tokenizer=zoo.marian_tokenizer.MarianTokenizer.from_folder(folder)` (OPUS-MT's
+`source.spm`, `target.spm` and `vocab.json`) to make it translate text; a checkpoint folder
+holding those files gets it by itself, and `zoo.hub` handles
+(`zoo.hub.load("hf://Helsinki-NLP/...")`) too.
 
 Example (files downloaded beforehand):
 
     >>> from zoo.converters.marian import translator_from_marian
     >>> model = translator_from_marian("opus-mt-en-de/")   # model.safetensors + config.json
     >>> tokens, _ = model.search(source_ids, beam_size=1)   # doctest: +SKIP
-    >>> from zoo.tokenizer import MarianTokenizer
+    >>> from zoo.marian_tokenizer import MarianTokenizer
     >>> model = translator_from_marian(                     # doctest: +SKIP
     ...     "opus-mt-en-de/", tokenizer=MarianTokenizer.from_folder("opus-mt-en-de/"))
     >>> model.translate(["A dog runs."], beam_size=1)       # doctest: +SKIP
@@ -54,7 +55,7 @@ from zoo.converters._tensors import (
     set_layer_norm,
     set_linear,
 )
-from zoo.tokenizer import MarianTokenizer
+from zoo.marian_tokenizer import MarianTokenizer
 from zoo.translator import Translator
 
 _EMBEDDING_NAMES = ("model.shared.weight", "model.encoder.embed_tokens.weight",
