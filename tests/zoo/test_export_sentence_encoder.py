@@ -105,7 +105,7 @@ def test_graph_ids_equal_python_ids_for_every_code_point(minilm):
 
 
 def test_the_cased_tokenizer_also_matches():
-    from zoo.sentence_encoder import SentenceTokenizer
+    from zoo.sentence_tokenizer import SentenceTokenizer
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello", "Ca", "##fé", ",",
                   "!", "é", "東"]
