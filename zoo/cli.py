@@ -10,8 +10,9 @@
     zoo export M --output DIR [--version N]
     zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
 
-Errors in what the user gave (a missing file, an unknown model, a bad image) are printed as
-one line, `zoo: error: ...`, with exit status 2; never as a stack trace.
+Errors in what the user gave (a `zoo.UserError`: an unknown model, a bad image, a bad flag
+value; or a missing file) are printed as one line, `zoo: error: ...`, with exit status 2, never
+as a stack trace; any other exception is the zoo's bug and keeps its traceback.
 
 `zoo translate` reads stdin lazily, in batches of at most `TRANSLATE_BATCH` lines (fewer when
 no more input is ready yet), and writes (and flushes) each batch's translations before
@@ -32,6 +33,8 @@ import os
 import sys
 import typing
 from typing import Any, Sequence
+
+from zoo.errors import FILE_ERRORS, UserError
 
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
@@ -240,94 +243,6 @@ def cmd_models(args: argparse.Namespace) -> None:
 TRANSLATE_BATCH = 32
 
 
-class _LineReader:
-    """The lines of a byte stream, read lazily, with `ready()`: whether the next line (or the
-    end) can be had without waiting. On a POSIX file descriptor the stream is read with
-    `os.read` and polled with `select`; on anything else `ready()` is always True."""
-
-    CHUNK = 1 << 16
-
-    def __init__(self, binary: Any) -> None:
-        self.binary, self.fd = binary, None
-        self.lines: list[bytes] = []  # complete lines read ahead, at most one chunk's worth
-        self.pending, self.eof = b"", False
-        if os.name == "posix":
-            try:
-                self.fd = binary.fileno()
-            except (AttributeError, OSError, ValueError):  # io.BytesIO, a test's stand-in
-                self.fd = None
-
-    def ready(self) -> bool:
-        if self.lines or self.eof or self.fd is None:
-            return True
-        import select
-
-        try:
-            return bool(select.select([self.fd], [], [], 0)[0])
-        except (OSError, ValueError):
-            return True
-
-    def __iter__(self) -> typing.Iterator[bytes]:
-        if self.fd is None:
-            yield from self.binary
-            return
-        while True:
-            if self.lines:
-                yield self.lines.pop(0)
-                continue
-            if self.eof:
-                if self.pending:
-                    line, self.pending = self.pending, b""
-                    yield line
-                return
-            chunk = os.read(self.fd, self.CHUNK)
-            if not chunk:
-                self.eof = True
-                continue
-            *self.lines, self.pending = (self.pending + chunk).split(b"\n")
-
-
-def _stdin_lines(reader: _LineReader | None
-                 ) -> typing.Iterator[tuple[int, str | None, str | None]]:
-    """Stdin's lines, read lazily as `(line number, text, problem)`: the text without its line
-    ending, or None with a description of the problem when the line is not valid UTF-8.
-
-    Args:
-        reader: stdin's bytes; None reads `sys.stdin` as text (an `io.StringIO`).
-    """
-    if reader is None:
-        for number, line in enumerate(sys.stdin or (), 1):
-            yield number, line.rstrip("\r\n"), None
-        return
-    for number, raw in enumerate(reader, 1):
-        raw = raw.rstrip(b"\r\n")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            yield number, None, (f"is not valid UTF-8 ({error.reason} at byte {error.start}: "
-                                 f"{raw[error.start:error.start + 4]!r})")
-            continue
-        yield number, text.removeprefix("\ufeff") if number == 1 else text, None
-
-
-def _always() -> bool:
-    return True
-
-
-def _batches(items: typing.Iterable[Any], size: int, ready: typing.Callable[[], bool]
-             ) -> typing.Iterator[list[Any]]:
-    """`items` in lists of at most `size`; a list ends early when `ready()` says the next item
-    would mean waiting (so a line that came alone is answered without waiting for more)."""
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size or not ready():
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def _stdout_to_devnull() -> None:
     """Points stdout's file descriptor at /dev/null, so that the interpreter's last flush
     after a broken pipe does not fail again."""
@@ -348,21 +263,20 @@ def cmd_translate(args: argparse.Namespace) -> int:
     batch; returns 1 when some stdin lines could not be read (see the module's doc)."""
     import zoo
     from zoo.decoding import check_search_settings
+    from zoo.line_reader import Line, always_ready, batches, stdin_lines
     from zoo.translator import Translator
 
     model = zoo.load(args.model, expect=Translator)
     # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
     check_search_settings(args.beam_size, args.max_length, model.max_target_length)
-    ready: typing.Callable[[], bool] = _always
     if args.text:
-        lines = ((number, text, None) for number, text in enumerate(args.text, 1))
+        lines: typing.Iterator[Line] = (
+            (number, text, None) for number, text in enumerate(args.text, 1))
+        ready = always_ready
     else:
-        binary = getattr(sys.stdin, "buffer", None)
-        reader = None if binary is None else _LineReader(binary)
-        ready = ready if reader is None else reader.ready
-        lines = _stdin_lines(reader)
+        lines, ready = stdin_lines()
     first, count, failed = None, 0, 0
-    for batch in _batches(lines, TRANSLATE_BATCH, ready):
+    for batch in batches(lines, TRANSLATE_BATCH, ready):
         texts = []
         for number, text, problem in batch:
             if problem is not None:
@@ -386,7 +300,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         from zoo.plots import plot_alignment
 
         if first is None:
-            raise ValueError("--attention needs a sentence to draw; none was given")
+            raise UserError("--attention needs a sentence to draw; none was given")
         source, target, weights = model.cross_attention(first, beam_size=args.beam_size)
         plot_alignment(source, target, weights, args.attention)
         print(f"wrote the cross-attention of the first sentence to {args.attention}",
@@ -457,7 +371,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from zoo.translator_recipe import evaluate_translator
 
         if not (args.source and args.reference):
-            raise ValueError("evaluate translator needs --source FILE and --reference FILE")
+            raise UserError("evaluate translator needs --source FILE and --reference FILE")
         scores = evaluate_translator(model, read_lines(args.source),
                                      read_lines(args.reference), beam_size=args.beam_size)
         print(f"BLEU {scores['bleu']:.2f}\tchrF {scores['chrf']:.2f}\t"
@@ -466,7 +380,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from zoo.vit_recipe import evaluate_vit
 
         if not args.data:
-            raise ValueError("evaluate vit needs --data DIR (one folder per class)")
+            raise UserError("evaluate vit needs --data DIR (one folder per class)")
         scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
         print(f"top-1 {scores['top1']:.4f}\ttop-5 {scores['top5']:.4f}\t"
               f"images {scores['images']}")
@@ -487,7 +401,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
     from zoo.registry import MODEL_FILE, write_manifest
 
     if args.format != "minilm" and not args.source:
-        raise ValueError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
+        raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
                          ".safetensors file)")
     out = os.path.abspath(args.output)
     if os.path.exists(os.path.join(out, MODEL_FILE)) and not args.force:
@@ -497,7 +411,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
         kind = "vit"
     elif args.format == "timm-vit":
         if not args.num_heads:
-            raise ValueError("convert timm-vit needs --num-heads (a timm state dict does not "
+            raise UserError("convert timm-vit needs --num-heads (a timm state dict does not "
                              "record it)")
         model = converters.vit_from_timm(args.source, args.num_heads,
                                          image_size=args.image_size,
@@ -638,6 +552,13 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
                         "normalisation inside the model)")
     p.add_argument("--force", action="store_true", help="replace an existing model.keras")
     p.set_defaults(func=cmd_convert)
+
+    from zoo import bench  # the standard library only; its workers load the backends
+
+    p = _subcommand(sub, "bench", "time the zoo against timm, keras-hub, Hugging Face and "
+                                  "CTranslate2, each in its own process")
+    bench.add_arguments(p)
+    p.set_defaults(func=bench.main)
     return parser
 
 
@@ -665,9 +586,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `zoo` console script; returns the exit status.
 
     Argument errors exit with status 2 (argparse's usage and message); a user's mistake
-    found while running (a missing file, an unknown model) is one line `zoo: error: ...`
-    on stderr and status 2. Status 1: `zoo translate` finished, but some stdin lines were not
-    valid UTF-8 (their output lines are empty); 141: its stdout was closed early.
+    found while running (a `zoo.UserError`, such as an unknown model, or a missing file) is
+    one line `zoo: error: ...` on stderr and status 2; any other exception is the zoo's bug
+    and propagates (the console script prints its traceback, status 1). Status 1 returned:
+    `zoo translate` finished, but some stdin lines were not valid UTF-8 (their output lines
+    are empty); 141: its stdout was closed early.
     """
     from zoo.quiet import filtered_stderr, verbose_requested
 
@@ -689,27 +612,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     with quiet:
         try:
             status = args.func(args)
-        # A user's mistakes: bad values (ValueError, the zoo's DownloadError among them),
-        # files that are missing, in the way, unreadable or of the wrong kind, a package to
-        # install. A TypeError or KeyError is the zoo's bug and keeps its traceback.
-        except (ValueError, FileNotFoundError, FileExistsError, PermissionError,
-                IsADirectoryError, NotADirectoryError, ModuleNotFoundError) as error:
-            text = str(error).strip()
-            # A user's mistake is one line; a many-line message (TensorFlow's "in user
-            # code: ...") is a bug, which keeps its traceback, as everything does with
-            # --verbose.
-            if verbose or args.verbose or len(text.splitlines()) > 1:
+        # A user's mistake (zoo.UserError, see zoo/errors.py), a path that is missing, in
+        # the way or unreadable, or a package to install is one line. Anything else, a
+        # ValueError from inside Keras and a module of the zoo's own that is missing
+        # included, is the zoo's bug and keeps its traceback, as everything does with
+        # --verbose.
+        except (UserError, *FILE_ERRORS, ModuleNotFoundError) as error:
+            if verbose or args.verbose or _is_own_module(error):
                 raise
-            message = text or repr(error)
+            message = str(error).strip() or repr(error)
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
     return status if isinstance(status, int) else 0
 
 
+def _is_own_module(error: BaseException) -> bool:
+    """Whether `error` is a ModuleNotFoundError for a module of the zoo's own packages (a bug;
+    a third-party package that is missing is for the user to install)."""
+    name = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
+    return (name or "").split(".")[0] in ("zoo", "layers", "training")
+
+
 def _check_inputs(args: argparse.Namespace) -> str | None:
     """The first mistake in the files and model names a command was given, found without
-    loading anything: an unknown model name, a missing model path, image or data file."""
+    loading anything: an unknown model name, a missing model path, image, data file or
+    checkpoint."""
     import zoo.registry as registry
     from zoo.hub import is_handle  # a hub-layout folder converts when loaded, not here
 
@@ -719,9 +647,8 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
             and hasattr(registry, "resolve")):
         try:
             registry.resolve(model)  # shipped names and local paths only: no download
-        except (ValueError, FileNotFoundError) as error:
-            text = str(error).strip()
-            return text.splitlines()[0] if text else repr(error)
+        except (UserError, *FILE_ERRORS) as error:
+            return str(error).strip() or repr(error)
     if args.command == "classify":
         for path in args.images:
             if os.path.isdir(path):
@@ -730,6 +657,8 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
                 return f"image file {path} does not exist"
             if not os.path.isfile(path):
                 return f"image {path} is not a regular file"
+    if args.command == "convert" and args.source and not os.path.exists(args.source):
+        return f"convert {args.format}: SOURCE {args.source} does not exist"
     if args.command == "evaluate":
         for flag in ("source", "reference", "data"):
             path = getattr(args, flag, None)

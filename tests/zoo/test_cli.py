@@ -3,6 +3,7 @@
 import keras
 import pytest
 
+import zoo
 from zoo import registry
 from zoo.cli import main
 from zoo.translator import Translator
@@ -126,6 +127,11 @@ def _with_func(parser, func):
 
 @pytest.mark.parametrize("error, one_line", [
     (PermissionError("cannot write /srv/out: permission denied"), True),
+    (zoo.UserError("top_k must be a positive int; got 0"), True),
+    (ModuleNotFoundError("loading hub handles needs huggingface_hub (pip install "
+                         "huggingface_hub)", name="huggingface_hub"), True),
+    (ValueError("Exception encountered when calling layer 'decoder'"), False),
+    (ModuleNotFoundError("No module named 'zoo.gone'", name="zoo.gone"), False),
     (TypeError("unsupported operand type(s)"), False),
     (KeyError("missing"), False),
 ])

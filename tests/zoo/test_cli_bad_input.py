@@ -1,12 +1,16 @@
-"""Bad input to the `zoo` command (issue 15): a table of mistakes, each with its exit status
-and one line on stderr, never a traceback; stdin read lazily and line by line."""
+"""Bad input to the `zoo` command (issue 15): a table of the user's mistakes, each with its
+exit status and one line on stderr (a `zoo.UserError` or a file error), never a traceback; a
+table of the zoo's bugs, each a traceback; stdin read lazily and line by line."""
 
 from __future__ import annotations
 
 import io
 import struct
+import subprocess
+import sys
 import warnings
 import zlib
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -57,6 +61,12 @@ def files(tmp_path_factory, small_tokenizer):
     (root / "bomb.png").write_bytes(_png_header(20_000, 20_000))  # PIL: an error
     (root / "big.png").write_bytes(_png_header(10_000, 10_000))  # PIL: only a warning
     (root / "folder.png").mkdir()
+    (root / "damaged.keras").write_bytes(b"PK\x03\x04 not a whole zip archive")
+    (root / "three.en").write_text("A dog runs.\nTwo men talk.\nA cat sleeps.\n")
+    (root / "two.de").write_text("Ein Hund rennt.\nZwei Maenner reden.\n")
+    (root / "exported" / "translator-test" / "1").mkdir(parents=True)
+    (root / "images" / "cat").mkdir(parents=True)
+    (root / "images" / "cat" / "loose.txt").write_text("not an image")
     return root, translator
 
 
@@ -117,6 +127,52 @@ CASES = [
       "b'\\xff\\xfe d'); its output line is empty")),
     ("attention without a sentence", [*T, "--attention", "{dir}/a.png"], b"\n", 2,
      "zoo: error: --attention needs a sentence"),
+    # Models: a damaged file, a URL or hub handle refused before any download.
+    ("damaged model file", [*T, "--model", "{dir}/damaged.keras", "hi"], None, 2,
+     "zoo: error: {dir}/damaged.keras is not a readable .keras file (truncated or damaged?)"),
+    ("plain http URL", [*T, "--model", "http://example.com/m.keras", "hi"], None, 2,
+     "zoo: error: refusing"),
+    ("malformed hub handle", [*T, "--model", "hf://org/name/extra", "hi"], None, 2,
+     "zoo: error: malformed hub handle 'hf://org/name/extra'"),
+    # evaluate: a missing flag, a missing file, files that do not align.
+    ("evaluate without --reference", ["evaluate", "translator", "--model", "translator-test",
+                                      "--source", "{dir}/three.en"], None, 2,
+     "zoo: error: evaluate translator needs --source FILE and --reference FILE"),
+    ("evaluate a missing file", ["evaluate", "translator", "--model", "translator-test",
+                                 "--source", "{dir}/nope.en", "--reference", "{dir}/two.de"],
+     None, 2, "zoo: error: --source {dir}/nope.en does not exist"),
+    ("evaluate misaligned files", ["evaluate", "translator", "--model", "translator-test",
+                                   "--source", "{dir}/three.en", "--reference", "{dir}/two.de",
+                                   "--beam-size", "1"], None, 2,
+     "zoo: error: 3 hypotheses but 2 references; they must align"),
+    ("evaluate a ViT with a translator", ["evaluate", "vit", "--model", "translator-test",
+                                          "--data", "{dir}/images"], None, 2,
+     "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"),
+    # train: a bad flag value is refused before any data is read or folder written.
+    ("train with 0 epochs", ["train", "vit", "--epochs", "0", "--data", "{dir}/images",
+                             "--output", "{dir}/run"], None, 2,
+     "zoo: error: epochs must be a positive int; got 0"),
+    ("train with max length 1", ["train", "translator", "--max-length", "1", "--output",
+                                 "{dir}/run"], None, 2,
+     "zoo: error: max_length must be an integer from 2 to 4096; got 1"),
+    ("train on a folder without images", ["train", "vit", "--data", "{dir}/images",
+                                          "--output", "{dir}/run-images"], None, 2,
+     "zoo: error: class folder {dir}/images/cat holds no images"),
+    # export and convert.
+    ("export version 0", ["export", "translator-test", "--output", "{dir}/exported",
+                          "--version", "0"], None, 2,
+     "zoo: error: version must be a positive integer; got 0"),
+    ("export over an existing version", ["export", "translator-test", "--output",
+                                         "{dir}/exported"], None, 2,
+     "zoo: error: {dir}/exported/translator-test/1 exists; pass --force to replace it"),
+    ("convert without SOURCE", ["convert", "hf-vit", "--output", "{dir}/converted"], None, 2,
+     "zoo: error: convert hf-vit needs SOURCE"),
+    ("convert timm without --num-heads", ["convert", "timm-vit", "{dir}/good.png",
+                                          "--output", "{dir}/converted"], None, 2,
+     "zoo: error: convert timm-vit needs --num-heads"),
+    ("convert a missing checkpoint", ["convert", "hf-vit", "{dir}/nope", "--output",
+                                      "{dir}/converted"], None, 2,
+     "zoo: error: convert hf-vit: SOURCE {dir}/nope does not exist"),
 ]
 
 
@@ -136,6 +192,44 @@ def test_a_mistake_is_one_line_and_its_status(name, argv, stdin, status, message
             assert len(err.splitlines()) == 1, err
     if status == 0:
         assert err == ""
+
+
+# The zoo's bugs: an exception that is not a user's mistake keeps its traceback (status 1).
+BUGS = [
+    # (name, the exception `zoo models` meets, as Python source)
+    ("a plain ValueError (as from inside Keras)", "ValueError('Exception encountered when "
+                                                  "calling layer')"),
+    ("a KeyError", "KeyError('kind')"),
+    ("a module of the zoo's own missing", "ModuleNotFoundError(\"No module named 'zoo.gone'\", "
+                                           "name='zoo.gone')"),
+]
+
+
+@pytest.mark.parametrize("name, error", BUGS, ids=[case[0] for case in BUGS])
+def test_a_bug_is_a_traceback_with_status_1(name, error):
+    """Run as the console script runs `main`: the traceback and Python's status 1, not
+    `zoo: error:` (`zoo models` loads no TensorFlow: a fast child process)."""
+    script = ("import sys, zoo.registry, zoo.cli\n"
+              "def broken(*args, **kwargs):\n"
+              f"    raise {error}\n"
+              "zoo.registry.list_models = broken\n"
+              "sys.exit(zoo.cli.main(['models']))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=Path(zoo.cli.__file__).parents[1])
+    assert done.returncode == 1, done.stderr
+    assert "Traceback (most recent call last)" in done.stderr
+    assert "zoo: error:" not in done.stderr
+
+
+def test_a_valueerror_from_deep_inside_translate_is_not_a_users_mistake(repository,
+                                                                         monkeypatch, capsys):
+    def broken(self, *args, **kwargs):
+        raise ValueError("Exception encountered when calling layer 'decoder'")
+
+    monkeypatch.setattr(Translator, "translate", broken)
+    with pytest.raises(ValueError, match="calling layer 'decoder'"):
+        main([*T, "hi"])
+    assert "zoo: error" not in capsys.readouterr().err
 
 
 def test_an_invalid_utf8_line_fails_alone(repository, monkeypatch, capsys):
