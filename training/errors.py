@@ -7,7 +7,7 @@ from __future__ import annotations
 class UserError(ValueError):
     """A mistake in what the user gave, not a bug: a bad flag or argument value, a missing,
     unreadable or malformed file, a model of the wrong kind, an unknown model name, a bad hub
-    handle or URL, an image that cannot be decoded, a package to install.
+    handle or URL, an image that cannot be decoded, a run folder from another recipe.
 
     The message is one line that names the bad value, file or URL and what was expected
     ("... must be ...; got ..."). The `zoo` command prints it as `zoo: error: <message>` and
