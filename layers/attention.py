@@ -23,7 +23,9 @@ from keras import ops
 MASKED_LOGIT = -1e9
 
 
-def _check_shapes(query: Any, key: Any, value: Any) -> None:
+def check_attention_shapes(query: Any, key: Any, value: Any) -> None:
+    """Raises ValueError unless query, key and value have one rank, query and key one last
+    dimension, and key and value one length (static dims only)."""
     if len(query.shape) != len(key.shape) or len(key.shape) != len(value.shape):
         raise ValueError(
             "query, key and value must have the same rank; got shapes "
@@ -80,10 +82,10 @@ def scaled_dot_product_attention(
     ((2, 2), (2, 2))
     """
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
-    _check_shapes(query, key, value)
+    check_attention_shapes(query, key, value)
     if scale is None:
         scale = 1.0 / float(query.shape[-1]) ** 0.5
-    # Logits and softmax in float32 (DESIGN.md, numerics).
+    # Logits and softmax in float32, so that float16 and bfloat16 inputs cannot overflow.
     logits = ops.matmul(
         ops.cast(query, "float32"), ops.swapaxes(ops.cast(key, "float32"), -1, -2)
     ) * scale
@@ -116,6 +118,12 @@ def fused_attention(
 
     Returns:
         `(batch, T, heads, d_v)` context vectors.
+
+    Example:
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(size=(1, 4, 2, 8)).astype("float32")
+    >>> tuple(fused_attention(x, x, x).shape)
+    (1, 4, 2, 8)
     """
     if mask is not None:
         mask = ops.cast(mask, "bool")
@@ -134,8 +142,14 @@ def causal_mask(query_length: int, key_length: int | None = None, offset: Any = 
             a query block that continues a longer sequence, as in cached decoding.
 
     Returns:
-        The lower-triangular pattern of the seed notes' masked attention matrix, shifted
-        right by `offset`.
+        The lower-triangular pattern of masked (decoder) self-attention, shifted right by
+        `offset`: query i sees key j when j <= i + offset.
+
+    Example:
+    >>> import numpy as np
+    >>> np.asarray(causal_mask(2, 3, offset=1)).astype(int)
+    array([[1, 1, 0],
+           [1, 1, 1]])
     """
     key_length = query_length if key_length is None else key_length
     rows = ops.expand_dims(ops.arange(query_length, dtype="int32") + offset, -1)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from layers.attention import MASKED_LOGIT, _check_shapes, check_mask_broadcasts
+from layers.attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
 
 
 def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -48,7 +48,7 @@ def _static_length(name: str, tensor: Any) -> int:
 def _prepare(query: Any, key: Any, value: Any, mask: Any, scale: float | None
              ) -> tuple[Any, Any, Any, Any, float]:
     query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
-    _check_shapes(query, key, value)
+    check_attention_shapes(query, key, value)
     if scale is None:
         scale = 1.0 / float(query.shape[-1]) ** 0.5
     if mask is not None:
@@ -130,9 +130,12 @@ def chunked_attention(
 
     Example:
     >>> import numpy as np
+    >>> from layers.attention import causal_mask, scaled_dot_product_attention
     >>> x = np.random.default_rng(0).normal(size=(2, 10, 4)).astype("float32")
-    >>> tuple(chunked_attention(x, x, x, causal=True, block_size=4).shape)
-    (2, 10, 4)
+    >>> blocked = chunked_attention(x, x, x, causal=True, block_size=4)
+    >>> dense, _ = scaled_dot_product_attention(x, x, x, mask=causal_mask(10))
+    >>> bool(np.allclose(blocked, dense, atol=1e-5))
+    True
     """
     block_size = _positive_int("block_size", block_size)
     query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
@@ -180,6 +183,15 @@ def sliding_window_mask(
 
     Returns:
         A boolean tensor.
+
+    Example:
+    >>> import numpy as np
+    >>> np.asarray(sliding_window_mask(5, window=1, global_tokens=1)).astype(int)
+    array([[1, 1, 1, 1, 1],
+           [1, 1, 1, 0, 0],
+           [1, 1, 1, 1, 0],
+           [1, 0, 1, 1, 1],
+           [1, 0, 0, 1, 1]])
     """
     key_length = query_length if key_length is None else key_length
     rows = ops.expand_dims(ops.arange(query_length, dtype="int32") + offset, -1)
@@ -259,7 +271,8 @@ def sliding_window_attention(
     Example:
     >>> import numpy as np
     >>> x = np.random.default_rng(0).normal(size=(2, 10, 4)).astype("float32")
-    >>> tuple(sliding_window_attention(x, x, x, window=2, global_tokens=1).shape)
+    >>> local = sliding_window_attention(x, x, x, window=2, global_tokens=1)
+    >>> tuple(local.shape)   # query 5 saw keys 0 and 3..7
     (2, 10, 4)
     """
     window = _positive_int("window", window, minimum=0)

@@ -28,6 +28,12 @@ class FeedForward(keras.layers.Layer):
 
     Returns:
         `(batch, length, d_model)`.
+
+    Example:
+    >>> import numpy as np
+    >>> ffn = FeedForward(intermediate_dim=32, activation="gelu")
+    >>> tuple(ffn(np.zeros((2, 5, 8), "float32")).shape)
+    (2, 5, 8)
     """
 
     def __init__(self, intermediate_dim: int, activation: str = "relu", dropout: float = 0.0,

@@ -1,30 +1,31 @@
-"""scaled_dot_product_attention against the seed notes' worked examples."""
+"""scaled_dot_product_attention against worked examples computed by hand."""
 
 import numpy as np
 import pytest
 
 from layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
 
-# Seed notes (003), "Compute the output of the scaled-dot product attention".
+# A worked example: two tokens of three features, projected to d_k = d_v = 2.
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 W_Q = np.array([[0.01, 0.03], [0.02, 0.02], [0.03, 0.01]])
 W_K = np.array([[0.05, 0.05], [0.06, 0.05], [0.07, 0.05]])
 W_V = np.array([[0.02, 0.02], [0.01, 0.02], [0.01, 0.01]])
 
 
-def test_seed_worked_example():
+def test_worked_example():
     q, k, v = X @ W_Q, X @ W_K, X @ W_V
     np.testing.assert_allclose(q, [[0.14, 0.10], [0.32, 0.28]], atol=1e-6)
     context, weights = scaled_dot_product_attention(q, k, v)
-    # The notes' softmax (top-left 0.4787 by their own scalar check) and context vectors.
+    # The softmax (top-left 0.4787 = 1 / (1 + e^(0.1441 - 0.0588)), logits q k^T / sqrt 2)
+    # and the context vectors.
     np.testing.assert_allclose(np.array(weights)[0], [0.4787, 0.5213], atol=2e-4)
     np.testing.assert_allclose(np.array(weights)[1], [0.4474, 0.5526], atol=2e-4)
     np.testing.assert_allclose(
         np.array(context), [[0.1326, 0.1682], [0.1363, 0.1729]], atol=2e-4)
 
 
-def test_causal_rows_of_seed_notes():
-    # Seed notes (000): a masked row has zero weight after the diagonal, rows sum to one.
+def test_causal_rows():
+    # A causal row has zero weight after the diagonal, and rows sum to one.
     rng = np.random.default_rng(1)
     q, k, v = (rng.normal(size=(3, 4)) for _ in range(3))
     _, weights = scaled_dot_product_attention(q, k, v, mask=np.array(causal_mask(3)))
@@ -32,14 +33,14 @@ def test_causal_rows_of_seed_notes():
     assert weights[0, 0] == pytest.approx(1.0)
     assert np.all(weights[np.triu_indices(3, 1)] == 0.0)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
-    # The seed's context example: the first context row of a causal pass is V's first row.
+    # The first context row of a causal pass is V's first row.
     values = np.array([[0.1, 0.2, 0.3, 0.3], [0.4, 0.24, 0.9, 0.3], [0.1, 0.8, 0.3, 0.3]])
     context, _ = scaled_dot_product_attention(q, k, values, mask=np.array(causal_mask(3)))
     np.testing.assert_allclose(np.array(context)[0], values[0], atol=1e-6)
 
 
-def test_seed_weights_times_values():
-    # Seed notes (000): softmax rows [[1,0,0],[.6,.4,0],[.2,.5,.3]] times V gives C_00 = 0.1.
+def test_weights_times_values():
+    # Softmax rows [[1,0,0],[.6,.4,0],[.2,.5,.3]] times V gives C_00 = 0.1.
     w = np.array([[1.0, 0, 0], [0.6, 0.4, 0], [0.2, 0.5, 0.3]])
     values = np.array([[0.1, 0.2, 0.3, 0.3], [0.4, 0.24, 0.9, 0.3], [0.1, 0.8, 0.3, 0.3]])
     logits = np.log(np.where(w > 0, w, 1e-30))

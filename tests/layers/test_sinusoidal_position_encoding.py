@@ -1,4 +1,4 @@
-"""SinusoidalPositionEncoding against the paper's formula and the seed notes' worked example."""
+"""SinusoidalPositionEncoding against the paper's formula and a worked example."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def test_harness_with_start_index():
                    expected_output_shape=(2, 3, 8), call_kwargs={"start_index": 4})
 
 
-def test_seed_notes_worked_example():
-    # Seed notes: d_model = 512, pos = 1, dimensions 0..4 are sin(1), cos(1),
+def test_worked_example():
+    # d_model = 512, pos = 1, dimensions 0..4 are sin(1), cos(1),
     # sin(1/10000^(2/512)), cos(1/10000^(2/512)), sin(1/10000^(4/512)).
     table = ops.convert_to_numpy(sinusoidal_position_encoding(2, 512))
     row = table[1]
