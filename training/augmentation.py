@@ -30,6 +30,7 @@ import keras
 from keras import ops
 
 from training.compilation import compile_for_backend
+from training.errors import UserError
 from training.rand_augment import RandAugmentPolicy
 
 
@@ -152,7 +153,7 @@ def cifar_augmentation(
     (8, 32, 32, 3)
     """
     if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 8:
-        raise ValueError(f"image_size must be an integer of at least 8; got {image_size!r}")
+        raise UserError(f"image_size must be an integer of at least 8; got {image_size!r}")
 
     def derived(offset: int) -> int | None:
         return None if seed is None else seed + offset

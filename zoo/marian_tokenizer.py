@@ -17,6 +17,7 @@ from pathlib import Path
 
 import sentencepiece
 
+from zoo.errors import UserError
 from zoo.tokenizer import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
 _MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -68,29 +69,29 @@ class MarianTokenizer(Tokenizer):
                 processors.append(
                     sentencepiece.SentencePieceProcessor(model_proto=bytes(proto)))
             except RuntimeError as error:
-                raise ValueError(f"{what} ({len(proto)} bytes) is not a valid SentencePiece "
-                                 f"model: {error}") from None
+                raise UserError(f"{what} ({len(proto)} bytes) is not a valid SentencePiece "
+                                f"model: {error}") from None
         self._source_proto, self._target_proto = bytes(source_proto), bytes(target_proto)
         self._source, self._target = processors
         if not isinstance(vocabulary, Mapping) or not vocabulary:
-            raise ValueError("vocabulary must be a non-empty mapping of pieces to ids "
-                             "(the contents of vocab.json)")
+            raise UserError("vocabulary must be a non-empty mapping of pieces to ids "
+                            "(the contents of vocab.json)")
         pieces: list[str | None] = [None] * len(vocabulary)
         for piece, index in vocabulary.items():
             if isinstance(index, bool) or not isinstance(index, int) \
                     or not 0 <= index < len(vocabulary):
-                raise ValueError(f"vocabulary id {index!r} of piece {piece!r} is not in "
-                                 f"[0, {len(vocabulary)}): the ids must be 0 .. n - 1")
+                raise UserError(f"vocabulary id {index!r} of piece {piece!r} is not in "
+                                f"[0, {len(vocabulary)}): the ids must be 0 .. n - 1")
             if pieces[index] is not None:
-                raise ValueError(f"vocabulary id {index} is given to both {pieces[index]!r} "
-                                 f"and {piece!r}")
+                raise UserError(f"vocabulary id {index} is given to both {pieces[index]!r} "
+                                f"and {piece!r}")
             pieces[index] = str(piece)
         self._pieces: list[str] = pieces  # type: ignore[assignment]  (all filled: n ids, n keys)
         self._ids = {piece: index for index, piece in enumerate(self._pieces)}
         for what, piece in (("end_piece", end_piece), ("unknown_piece", unknown_piece),
                             ("pad_piece", pad_piece)):
             if piece not in self._ids:
-                raise ValueError(f"{what} {piece!r} is not in the vocabulary")
+                raise UserError(f"{what} {piece!r} is not in the vocabulary")
         self._pieces_of_specials = (end_piece, unknown_piece, pad_piece)
         end, unknown, pad = (self._ids[p] for p in self._pieces_of_specials)
         self._set_ids(len(self._pieces), pad=pad, unknown=unknown, start=pad, end=end)
@@ -119,8 +120,8 @@ class MarianTokenizer(Tokenizer):
             if (folder / name).is_file():
                 settings.update(_read_json(folder / name))
         if settings.get("separate_vocabs") or (folder / "target_vocab.json").is_file():
-            raise ValueError(f"{str(folder)!r} has separate source and target vocabularies; "
-                             "the zoo's Translator shares one")
+            raise UserError(f"{str(folder)!r} has separate source and target vocabularies; "
+                            "the zoo's Translator shares one")
         return cls((folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes(),
                    _read_json(folder / "vocab.json"),
                    end_piece=_token_text(settings.get("eos_token"), END_PIECE),
@@ -136,7 +137,7 @@ class MarianTokenizer(Tokenizer):
                 files = {name: archive.read(name) for name in (*_MARIAN_FILES,
                                                                _MARIAN_SETTINGS)}
         except (zipfile.BadZipFile, KeyError) as error:
-            raise ValueError(f"not a Marian tokenizer archive: {error}") from None
+            raise UserError(f"not a Marian tokenizer archive: {error}") from None
         settings = json.loads(files[_MARIAN_SETTINGS])
         return cls(files["source.spm"], files["target.spm"], json.loads(files["vocab.json"]),
                    **settings)
@@ -220,7 +221,7 @@ def _read_json(path: Path) -> dict:
         with open(path, encoding="utf-8") as file:
             return json.load(file)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {error}") from None
+        raise UserError(f"{str(path)!r} is not valid JSON: {error}") from None
 
 
 def _token_text(value: object, default: str) -> str:

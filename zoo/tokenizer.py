@@ -27,6 +27,7 @@ import numpy as np
 import sentencepiece
 
 from training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
+from zoo.errors import UserError
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 # A `MarianTokenizer.save` file is a zip archive; a SentencePiece model is a protobuf.
@@ -111,7 +112,7 @@ class Tokenizer:
         strings = _as_strings(texts)
         specials = int(add_start) + int(add_end)
         if max_length is not None and (not isinstance(max_length, int) or max_length <= specials):
-            raise ValueError(
+            raise UserError(
                 f"max_length must be an int > {specials} (room for the start/end ids and one "
                 f"piece), got {max_length!r}"
             )
@@ -181,16 +182,16 @@ class Tokenizer:
         if isinstance(ids, np.ndarray) or hasattr(ids, "shape"):
             ids = np.asarray(ids)
             if ids.ndim != 2:
-                raise ValueError(
+                raise UserError(
                     f"ids must be 2-D (batch, length), got an array of shape {ids.shape}"
                 )
             if ids.size and not np.issubdtype(ids.dtype, np.integer):
-                raise ValueError(f"ids must be integers, got dtype {ids.dtype}")
+                raise UserError(f"ids must be integers, got dtype {ids.dtype}")
             ids = ids.tolist()
         texts = []
         for index, sequence in enumerate(ids):
             if isinstance(sequence, (int, np.integer)):
-                raise ValueError(
+                raise UserError(
                     "ids must be a batch of id sequences (a list of lists); got a flat list "
                     "of ints: wrap one sequence as [ids]"
                 )
@@ -200,7 +201,7 @@ class Tokenizer:
                 if token == self.end_id:
                     break
                 if not 0 <= token < self.vocabulary_size:
-                    raise ValueError(
+                    raise UserError(
                         f"id {token} in sequence {index} is outside the vocabulary "
                         f"[0, {self.vocabulary_size})"
                     )
@@ -212,7 +213,7 @@ class Tokenizer:
     def id_to_piece(self, token_id: int) -> str:
         """The piece of one id (spaces shown as U+2581), e.g. for attention plots."""
         if not 0 <= int(token_id) < self.vocabulary_size:
-            raise ValueError(f"id {token_id} is outside the vocabulary [0, {self.vocabulary_size})")
+            raise UserError(f"id {token_id} is outside the vocabulary [0, {self.vocabulary_size})")
         return self._piece(int(token_id))
 
 
@@ -240,7 +241,7 @@ class SubwordTokenizer(Tokenizer):
         try:
             self._processor = sentencepiece.SentencePieceProcessor(model_proto=self._proto)
         except RuntimeError as error:
-            raise ValueError(
+            raise UserError(
                 f"proto ({len(self._proto)} bytes) is not a valid SentencePiece model: {error}"
             ) from None
         processor = self._processor
@@ -248,7 +249,7 @@ class SubwordTokenizer(Tokenizer):
                "start": processor.bos_id(), "end": processor.eos_id()}
         missing = [name for name, value in ids.items() if value < 0]
         if missing:
-            raise ValueError(
+            raise UserError(
                 f"the SentencePiece model has no {', '.join(missing)} id; expected pad, "
                 "unknown, start and end ids (train it with SubwordTokenizer.train)"
             )
@@ -294,7 +295,7 @@ class SubwordTokenizer(Tokenizer):
             FileExistsError: `output_path` already exists.
         """
         if not isinstance(vocabulary_size, int) or vocabulary_size < 5:
-            raise ValueError(f"vocabulary_size must be an int >= 5, got {vocabulary_size!r}")
+            raise UserError(f"vocabulary_size must be an int >= 5, got {vocabulary_size!r}")
         if output_path is not None and os.path.exists(output_path):
             raise FileExistsError(
                 f"output_path {os.fspath(output_path)!r} already exists; remove it or save "
@@ -319,8 +320,8 @@ class SubwordTokenizer(Tokenizer):
             if counted.error is not None:
                 raise counted.error from None
             if counted.count == 0:
-                raise ValueError("texts is empty; expected at least one sentence") from None
-            raise ValueError(
+                raise UserError("texts is empty; expected at least one sentence") from None
+            raise UserError(
                 f"SentencePiece training failed (vocabulary_size={vocabulary_size}, "
                 f"model_type={model_type!r}, {counted.count} sentences): {error}"
             ) from None
@@ -432,7 +433,7 @@ def _as_strings(texts: Sequence[str | bytes]) -> list[str]:
             try:
                 text = bytes(text).decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(
+                raise UserError(
                     f"text {index} is not valid UTF-8: byte {text[error.start]:#04x} at "
                     f"position {error.start} ({error.reason})"
                 ) from None

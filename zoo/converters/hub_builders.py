@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from zoo.converters._tensors import SAFETENSORS_INDEX, load_tensors
+from zoo.errors import UserError
 
 # Hugging Face's ViTImageProcessor defaults (and timm's for the original ViTs).
 _HALF = (0.5, 0.5, 0.5)
@@ -64,8 +65,8 @@ def _channels(values: Any, what: str) -> np.ndarray:
     if array.size == 1:
         array = np.repeat(array, 3)
     if array.size != 3 or (what == "std" and (array <= 0).any()):
-        raise ValueError(f"the image normalisation {what} {values!r} is not 3 "
-                         "positive per-channel values")
+        raise UserError(f"the image normalisation {what} {values!r} is not 3 "
+                        "positive per-channel values")
     return array
 
 
@@ -113,12 +114,12 @@ def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     architecture = str(config["architecture"]).split(".", 1)[0]
     size = re.match(r"(?:vit|deit)_(tiny|small|base|large|huge)_patch\d+", architecture)
     if size is None:
-        raise ValueError(f"the timm architecture {architecture!r} is not supported: the "
-                         "attention heads of vit_/deit_{tiny,small,base,large,huge}_patchN "
-                         "models are known, others are not")
+        raise UserError(f"the timm architecture {architecture!r} is not supported: the "
+                        "attention heads of vit_/deit_{tiny,small,base,large,huge}_patchN "
+                        "models are known, others are not")
     if config.get("global_pool", "token") != "token":
-        raise ValueError(f"the timm model {architecture!r} pools with "
-                         f"{config['global_pool']!r}; only class-token pooling is supported")
+        raise UserError(f"the timm model {architecture!r} pools with "
+                        f"{config['global_pool']!r}; only class-token pooling is supported")
     pretrained = dict(config.get("pretrained_cfg") or {})
     labels = config.get("label_names") or pretrained.get("label_names")
     num_classes = config.get("num_classes")
@@ -140,11 +141,11 @@ def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     tokenizer = MarianTokenizer.from_folder(folder)
     pad, eos = config.get("pad_token_id"), config.get("eos_token_id")
     if pad is not None and int(pad) != tokenizer.pad_id:
-        raise ValueError(f"config.json's pad_token_id {pad} is not vocab.json's pad id "
-                         f"{tokenizer.pad_id}")
+        raise UserError(f"config.json's pad_token_id {pad} is not vocab.json's pad id "
+                        f"{tokenizer.pad_id}")
     if eos is not None and not isinstance(eos, list) and int(eos) != tokenizer.end_id:
-        raise ValueError(f"config.json's eos_token_id {eos} is not vocab.json's end id "
-                         f"{tokenizer.end_id}")
+        raise UserError(f"config.json's eos_token_id {eos} is not vocab.json's end id "
+                        f"{tokenizer.end_id}")
     return translator_from_marian(checkpoint_tensors(folder), dict(config),
                                   tokenizer=tokenizer, name=name)
 

@@ -55,6 +55,7 @@ from zoo.converters._tensors import (
     set_layer_norm,
     set_linear,
 )
+from zoo.errors import UserError
 from zoo.marian_tokenizer import MarianTokenizer
 from zoo.translator import Translator
 
@@ -91,9 +92,9 @@ def _feed_forward(ckpt: Checkpoint, block: Any, prefix: str, d: int, ffn: int) -
 def _same(config: Any, encoder_key: str, decoder_key: str) -> int:
     encoder, decoder = config_value(config, encoder_key), config_value(config, decoder_key)
     if encoder != decoder:
-        raise ValueError(f"Translator has one {encoder_key.split('_', 1)[1]} for encoder and "
-                         f"decoder; this checkpoint has {encoder_key}={encoder} and "
-                         f"{decoder_key}={decoder}")
+        raise UserError(f"Translator has one {encoder_key.split('_', 1)[1]} for encoder and "
+                        f"decoder; this checkpoint has {encoder_key}={encoder} and "
+                        f"{decoder_key}={decoder}")
     return int(encoder)
 
 
@@ -135,13 +136,13 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
             overrides["tokenizer"] = MarianTokenizer.from_folder(folder)
     ckpt = Checkpoint(load_tensors(state_dict_or_path), "Marian")
     if not config_value(config, "share_encoder_decoder_embeddings", True):
-        raise ValueError("Translator shares one vocabulary between source and target; this "
-                         "checkpoint has separate encoder and decoder embeddings")
+        raise UserError("Translator shares one vocabulary between source and target; this "
+                        "checkpoint has separate encoder and decoder embeddings")
     vocabulary = int(config_value(config, "vocab_size"))
     decoder_vocabulary = config_value(config, "decoder_vocab_size") or vocabulary
     if int(decoder_vocabulary) != vocabulary:
-        raise ValueError(f"decoder_vocab_size {decoder_vocabulary} differs from vocab_size "
-                         f"{vocabulary}; Translator needs one shared vocabulary")
+        raise UserError(f"decoder_vocab_size {decoder_vocabulary} differs from vocab_size "
+                        f"{vocabulary}; Translator needs one shared vocabulary")
     d = int(config_value(config, "d_model"))
     heads = _same(config, "encoder_attention_heads", "decoder_attention_heads")
     ffn = _same(config, "encoder_ffn_dim", "decoder_ffn_dim")
@@ -158,7 +159,7 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
     suppressed = sorted({int(w[0]) for w in bad_words if len(w) == 1})
     forced_eos = config_value(config, "forced_eos_token_id", end_id)
     if forced_eos is not None and int(forced_eos) != end_id:
-        raise ValueError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
+        raise UserError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
 
     kwargs = dict(
         vocabulary_size=vocabulary, hidden_dim=d, num_encoder_layers=encoder_layers,
@@ -178,13 +179,13 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
     # One embedding matrix; its tied copies must be equal to it.
     present = [n for n in _EMBEDDING_NAMES if n in ckpt]
     if not present:
-        raise ValueError(f"the Marian checkpoint has none of the embeddings {_EMBEDDING_NAMES}")
+        raise UserError(f"the Marian checkpoint has none of the embeddings {_EMBEDDING_NAMES}")
     embedding = ckpt.take(present[0], (vocabulary, d))
     for name in present[1:]:
         copy = ckpt.take(name, (vocabulary, d))
         if not np.array_equal(copy, embedding):
-            raise ValueError(f"{name} differs from {present[0]}: untied embeddings are not "
-                             "supported (Translator ties source, target and output)")
+            raise UserError(f"{name} differs from {present[0]}: untied embeddings are not "
+                            "supported (Translator ties source, target and output)")
     assign(model.embedding.embeddings, embedding, present[0])
     bias = (ckpt.take("final_logits_bias", (1, vocabulary))[0]
             if "final_logits_bias" in ckpt else np.zeros((vocabulary,), "float32"))
@@ -195,14 +196,14 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
         if name in ckpt:
             table = ckpt.tensors[name]
             if table.ndim != 2 or table.shape[1] != d:
-                raise ValueError(f"checkpoint tensor {name!r} has shape {tuple(table.shape)}, "
-                                 f"but the Marian configuration expects (positions, {d})")
+                raise UserError(f"checkpoint tensor {name!r} has shape {tuple(table.shape)}, "
+                                f"but the Marian configuration expects (positions, {d})")
             ours = np.asarray(sinusoidal_position_encoding(
                 table.shape[0], d, layout=model.position_layout))
             error = float(np.max(np.abs(ours - table)))
             if error > _POSITION_TOLERANCE:
-                raise ValueError(f"{name} is not the concatenated sinusoid table of our "
-                                 f"position encoding (max difference {error:.3g})")
+                raise UserError(f"{name} is not the concatenated sinusoid table of our "
+                                f"position encoding (max difference {error:.3g})")
             ckpt.take(name)
 
     for i, block in enumerate(model.encoder_blocks):
