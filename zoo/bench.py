@@ -1,0 +1,317 @@
+"""`zoo bench`: the zoo against timm, keras-hub, Hugging Face and CTranslate2, in one run.
+
+    zoo bench [--work NAME ...] [--rounds N] [--seconds S] [--output FILE.json]
+
+Every (system, work) runs in a process of its own (one Keras backend per process:
+`zoo.bench_workers`), and the whole list is repeated `--rounds` times, interleaved, so that
+noise from other jobs on the machine hits every system alike; each one's best round is kept.
+The table gives every rate and its ratio to the zoo's fastest backend on the same work; the
+JSON holds the device, the versions, the settings and the results. A peer that is not
+installed (`pip install attention-zoo[bench]`) is skipped with a line saying so.
+
+This module imports nothing heavy: the workers do, each in its own process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+# The systems, in the table's column order, and the modules each needs.
+SYSTEMS: dict[str, tuple[str, ...]] = {
+    "zoo": ("keras",),
+    "timm": ("torch", "timm"),
+    "timm-compiled": ("torch", "timm"),
+    "keras-hub": ("keras_hub",),
+    "hf": ("torch", "transformers"),
+    "ctranslate2": ("ctranslate2", "transformers", "torch", "sentencepiece"),
+}
+
+_VISION = (("zoo", "tensorflow"), ("zoo", "jax"), ("timm", "torch"),
+           ("timm-compiled", "torch"), ("keras-hub", "jax"))
+_TRANSLATION = (("zoo", "tensorflow"), ("zoo", "jax"), ("hf", "torch"),
+                ("ctranslate2", "ctranslate2"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """One piece of work: what it measures, its unit, and the (system, backend) pairs."""
+
+    name: str
+    description: str
+    unit: str
+    runs: tuple[tuple[str, str], ...]
+
+
+WORKS: dict[str, Work] = {w.name: w for w in (
+    Work("vit-tiny-train", "ViT 32 px / patch 4, 6 x 192, 3 heads, MLP 384, 10 classes: "
+         "AdamW train step, batch 128", "images/s", _VISION),
+    Work("vit-tiny-infer", "same ViT, inference, batch 256", "images/s", _VISION),
+    Work("vit-b16-infer", "ViT-B/16, 224 px, inference, batch 8", "images/s", _VISION),
+    Work("mt-greedy", "Transformer 3+3, d 256, 8 heads, FFN 1024, vocabulary 8,000: 32 "
+         "sentences x 24 source tokens, 32 new tokens each, greedy", "tokens/s", _TRANSLATION),
+    Work("mt-beam4", "same Transformer and sentences, beam 4", "tokens/s", _TRANSLATION),
+    Work("mt-served", "translator-multi30k-en-de, strings in and out, beam 4, the first 32 "
+         "Multi30k test_2016_flickr sentences: exported serving_default and the Python API, "
+         "batch 1 and 32", "sentences/s", (("zoo", "tensorflow"),)),
+)}
+
+# The settings every worker uses (written into the JSON).
+SETTINGS: dict[str, Any] = {
+    "vit_train_batch": 128, "vit_infer_batch": 256, "vit_b16_batch": 8,
+    "mt_sentences": 32, "mt_source_tokens": 24, "mt_new_tokens": 32,
+    "served_model": "translator-multi30k-en-de", "served_beam": 4, "served_batches": [1, 32],
+    "weights": "random (mt-served: the shipped translator)", "dropout": 0.0,
+    "precision": "float32",
+}
+
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One (work, system, backend): one worker process per round."""
+
+    work: str
+    system: str
+    backend: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.system} ({self.backend}) {self.work}"
+
+
+def missing_modules(system: str) -> list[str]:
+    """The modules `system` needs that this environment lacks (imports none of them)."""
+    return [m for m in SYSTEMS[system] if importlib.util.find_spec(m) is None]
+
+
+def plan(works: Sequence[str], available: Callable[[str], list[str]] = missing_modules,
+         say: Callable[[str], None] = print) -> list[Job]:
+    """The jobs of `works`, less those whose system is missing (each skip said once)."""
+    jobs, said = [], set()
+    for name in works:
+        if name not in WORKS:
+            raise ValueError(f"unknown work {name!r}; expected one of {', '.join(WORKS)}")
+        for system, backend in WORKS[name].runs:
+            missing = available(system)
+            if missing:
+                if system not in said:
+                    say(f"skipped {system}: {', '.join(missing)} not installed "
+                        "(pip install 'attention-zoo[bench]')")
+                    said.add(system)
+                continue
+            jobs.append(Job(name, system, backend))
+    return jobs
+
+
+def run_worker(job: Job, seconds: float, timeout: float = 900.0) -> list[dict]:
+    """Runs one job in a fresh process; its results (a list of dicts with `rate`, `unit` and
+    perhaps `variant`), or one dict with `error` or `skipped`."""
+    env = dict(os.environ, KERAS_BACKEND=job.backend if job.backend in (
+        "tensorflow", "jax", "torch") else "tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "zoo.bench_workers", job.work, job.system, job.backend,
+               "--seconds", str(seconds)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        return [{"error": f"no result within {timeout:.0f} s"}]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return [{"error": f"exit status {done.returncode}: {tail}"}]
+    return json.loads(lines[-1][len(RESULT_PREFIX):])
+
+
+def run_rounds(jobs: Sequence[Job], rounds: int,
+               runner: Callable[[Job], list[dict]],
+               say: Callable[[str], None] = print) -> list[dict]:
+    """Runs every job once per round, the rounds interleaved (job 1, 2, ..., 1, 2, ...), and
+    keeps each (job, variant)'s best rate.
+
+    Returns:
+        One dict per (job, variant): `work`, `system`, `backend`, `rate` (the best round),
+        `unit`, `rounds` (every round's rate, in order), and `variant` where the worker gave
+        one; `error` or `skipped` instead of a rate where no round gave one.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1; got {rounds!r}")
+    best: dict[tuple, dict] = {}
+    for round_index in range(rounds):
+        for job in jobs:
+            for result in runner(job):
+                key = (job.work, job.system, job.backend, result.get("variant"))
+                entry = best.setdefault(key, {"work": job.work, "system": job.system,
+                                              "backend": job.backend, "rate": None,
+                                              "unit": WORKS[job.work].unit, "rounds": []})
+                if result.get("variant") is not None:
+                    entry["variant"] = result["variant"]
+                rate = result.get("rate")
+                entry["rounds"].append(rate)
+                if rate is None:
+                    reason = result.get("error") or result.get("skipped") or "no rate"
+                    entry.setdefault("skipped" if "skipped" in result else "error", reason)
+                    if round_index == 0:
+                        say(f"{'skipped' if 'skipped' in result else 'failed'} {job.label}: "
+                            f"{reason}")
+                    continue
+                for key_name in ("unit", "detail"):
+                    if key_name in result:
+                        entry[key_name] = result[key_name]
+                if entry["rate"] is None or rate > entry["rate"]:
+                    entry["rate"] = rate
+        say(f"round {round_index + 1}/{rounds} done")
+    for entry in best.values():
+        if entry["rate"] is not None:
+            entry.pop("error", None)
+            entry.pop("skipped", None)
+    return list(best.values())
+
+
+def zoo_reference(results: Iterable[dict], work: str, variant: Any = None) -> float | None:
+    """The zoo's fastest rate on `work` (the ratios' denominator)."""
+    rates = [r["rate"] for r in results if r["work"] == work and r["system"] == "zoo"
+             and r.get("variant") == variant and r["rate"] is not None]
+    return max(rates) if rates else None
+
+
+def _rate_text(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}"
+
+
+def format_table(results: Sequence[dict]) -> str:
+    """A Markdown table: one row per (work, variant), one column per (system, backend); each
+    cell the rate and, for peers, its ratio zoo / peer (above 1: the zoo is faster)."""
+    columns: list[tuple[str, str]] = []
+    for system in SYSTEMS:
+        for r in results:
+            if r["system"] == system and (system, r["backend"]) not in columns:
+                columns.append((system, r["backend"]))
+    rows: list[tuple[str, Any]] = []
+    for r in results:
+        if (r["work"], r.get("variant")) not in rows:
+            rows.append((r["work"], r.get("variant")))
+    header = ["work", "unit"] + [f"{s} ({b})" for s, b in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for work, variant in rows:
+        zoo_rate = zoo_reference(results, work, variant)
+        cells = [work + (f", {variant}" if variant else ""), WORKS[work].unit]
+        for system, backend in columns:
+            match = [r for r in results if (r["work"], r.get("variant"), r["system"],
+                                            r["backend"]) == (work, variant, system, backend)]
+            if not match:
+                cells.append("")
+            elif match[0]["rate"] is None:
+                cells.append("failed" if "error" in match[0] else "skipped")
+            elif system == "zoo" or not zoo_rate:
+                cells.append(_rate_text(match[0]["rate"]))
+            else:
+                rate = match[0]["rate"]
+                cells.append(f"{_rate_text(rate)} (zoo {zoo_rate / rate:.2f}x)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def device() -> str:
+    """The CPU's model name and core count (and the GPU's name where `nvidia-smi` gives one)."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} CPUs"
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the zoo's backends and of the peers (none imported)."""
+    found = {"python": platform.python_version()}
+    for package in ("attention-zoo", "keras", "tensorflow", "jax", "torch", "timm",
+                    "keras-hub", "transformers", "ctranslate2"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def default_output() -> Path:
+    """benchmarks/results/bench-<UTC date>.json beside the source tree (else the current
+    folder's benchmarks/results/)."""
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "benchmarks" if (root / "benchmarks").is_dir() else Path("benchmarks")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return folder / "results" / f"bench-{stamp}.json"
+
+
+def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
+          output: str | os.PathLike | None = None,
+          runner: Callable[[Job], list[dict]] | None = None,
+          available: Callable[[str], list[str]] = missing_modules,
+          say: Callable[[str], None] = print) -> dict:
+    """Plans, runs and reports a benchmark; writes and returns the JSON document.
+
+    Args:
+        works: names from `WORKS`.
+        rounds: how many times the whole list runs (interleaved); the best round is kept.
+        seconds: timed seconds per job and round, after warm-up.
+        output: the JSON file; `default_output()` when None.
+        runner: runs one job (a fresh process by default; tests pass a fake).
+        available: the modules a system lacks (tests pass a fake).
+        say: where progress lines go.
+    """
+    jobs = plan(works, available, say)
+    runner = runner or (lambda job: run_worker(job, seconds))
+    results = run_rounds(jobs, rounds, runner, say)
+    document = {
+        "device": device(),
+        "versions": versions(),
+        "settings": dict(SETTINGS, rounds=rounds, seconds=seconds, works=list(works),
+                         command="zoo bench " + " ".join(f"--work {w}" for w in works)
+                         + f" --rounds {rounds} --seconds {seconds:g}",
+                         date=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                             timespec="seconds")),
+        "results": results,
+    }
+    path = Path(output) if output is not None else default_output()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    say(format_table(results))
+    say(f"wrote {path}")
+    return document
+
+
+def add_arguments(parser: Any) -> None:
+    """The flags of `zoo bench` (zoo/cli.py registers the subcommand)."""
+    parser.add_argument("--work", action="append", choices=list(WORKS), metavar="NAME",
+                        help="work to measure, repeatable (default: all): "
+                             + ", ".join(WORKS))
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times the whole list runs, interleaved; the best round is kept")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="timed seconds per system, work and round, after warm-up")
+    parser.add_argument("--output", default=None, metavar="FILE.json",
+                        help="where the JSON goes (default: benchmarks/results/"
+                             "bench-DATE.json)")
+
+
+def main(args: Any) -> None:
+    """`zoo bench` with parsed arguments."""
+    from zoo.errors import UserError
+
+    if args.rounds < 1:
+        raise UserError(f"--rounds must be at least 1; got {args.rounds}")
+    bench(args.work or list(WORKS), rounds=args.rounds, seconds=args.seconds,
+          output=args.output)

@@ -1,0 +1,394 @@
+"""The processes of `zoo bench`: one (work, system, backend) each, one result line out.
+
+    python -m zoo.bench_workers WORK SYSTEM BACKEND [--seconds S]
+
+Each worker builds its model with random weights (the same shapes for every system; see
+`zoo.bench.WORKS`), warms it up, then repeats the work for `--seconds` and prints
+`BENCH_RESULT [{"rate": ..., "unit": ...}, ...]` (the rate over the timed calls). Set
+`KERAS_BACKEND` before starting one: `zoo.bench` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+from zoo.bench import RESULT_PREFIX, SETTINGS, WORKS
+
+VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
+            "num_heads": 3, "intermediate_dim": 384, "num_classes": 10}
+VIT_B16 = {"image_size": 224, "patch_size": 16, "num_layers": 12, "hidden_dim": 768,
+           "num_heads": 12, "intermediate_dim": 3072, "num_classes": 1000}
+MT = {"vocabulary_size": 8000, "hidden_dim": 256, "num_encoder_layers": 3,
+      "num_decoder_layers": 3, "num_heads": 8, "intermediate_dim": 1024}
+CACHE = Path(os.environ.get("ZOO_BENCH_CACHE", Path(tempfile.gettempdir()) / "zoo-bench"))
+DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared"
+                           / "data"))
+
+
+def measure(step: Callable[[], Any], items: int, seconds: float, warmup: int = 2,
+            min_calls: int = 3) -> float:
+    """Items per second over calls of `step` (each must finish its work before returning),
+    after `warmup` untimed calls, for at least `seconds` and `min_calls` calls."""
+    for _ in range(warmup):
+        step()
+    calls, started = 0, time.perf_counter()
+    while calls < min_calls or time.perf_counter() - started < seconds:
+        step()
+        calls += 1
+    return items * calls / (time.perf_counter() - started)
+
+
+def _vit_shape(work: str) -> tuple[dict, int]:
+    shape = VIT_B16 if work == "vit-b16-infer" else VIT_TINY
+    batch = {"vit-tiny-train": SETTINGS["vit_train_batch"],
+             "vit-tiny-infer": SETTINGS["vit_infer_batch"]}.get(work, SETTINGS["vit_b16_batch"])
+    return shape, batch
+
+
+# ---------------------------------------------------------------------- vision
+def keras_vit(work: str, system: str, seconds: float) -> float:
+    """The zoo's VisionTransformer, or keras-hub's ViTBackbone with a Dense head on the class
+    token; `train_on_batch` / `predict_on_batch` (Keras's compiled steps)."""
+    import keras
+    import numpy as np
+
+    shape, batch = _vit_shape(work)
+    keras.utils.set_random_seed(0)
+    size = shape["image_size"]
+    if system == "zoo":
+        from zoo.vit import VisionTransformer
+
+        model = VisionTransformer(dropout=0.0, **shape)
+        images = np.random.default_rng(0).uniform(0, 255, (batch, size, size, 3))
+    else:
+        import keras_hub
+
+        backbone = keras_hub.models.ViTBackbone(
+            image_shape=(size, size, 3), patch_size=shape["patch_size"],
+            num_layers=shape["num_layers"], num_heads=shape["num_heads"],
+            hidden_dim=shape["hidden_dim"], mlp_dim=shape["intermediate_dim"])
+        inputs = keras.Input((size, size, 3))
+        outputs = keras.layers.Dense(shape["num_classes"])(backbone(inputs)[:, 0])
+        model = keras.Model(inputs, outputs)
+        images = np.random.default_rng(0).normal(size=(batch, size, size, 3))
+    images = images.astype("float32")
+    labels = np.random.default_rng(1).integers(0, shape["num_classes"], batch)
+    if work == "vit-tiny-train":
+        model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return measure(lambda: model.train_on_batch(images, labels), batch, seconds)
+    return measure(lambda: np.asarray(model.predict_on_batch(images)), batch, seconds)
+
+
+class _AnyAttribute(type):
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _AnyAttribute(name, (), {})
+
+
+class _StubModule(types.ModuleType):
+    __path__: list = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _AnyAttribute(name, (), {})
+
+
+class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Stands in for torchvision where it cannot load (timm imports it at module level for
+    data transforms and FrozenBatchNorm2d; `VisionTransformer` uses none of it)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        return _StubModule(spec.name)
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+def import_timm_vision_transformer() -> tuple[Any, str]:
+    """timm's VisionTransformer class, and a note when torchvision had to be stubbed."""
+    note = ""
+    try:
+        import torchvision  # noqa: F401
+    except Exception as error:  # noqa: BLE001 (a CUDA build without its libraries, etc.)
+        for name in [m for m in sys.modules if m.startswith("torchvision")]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, _TorchvisionStub())
+        note = f"torchvision stubbed ({type(error).__name__}); VisionTransformer does not use it"
+    from timm.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer, note
+
+
+def timm_vit(work: str, system: str, seconds: float) -> tuple[float, str]:
+    """timm's VisionTransformer (eager, or under `torch.compile`), AdamW for training."""
+    import torch
+
+    VisionTransformer, note = import_timm_vision_transformer()
+    shape, batch = _vit_shape(work)
+    torch.manual_seed(0)
+    model = VisionTransformer(
+        img_size=shape["image_size"], patch_size=shape["patch_size"],
+        embed_dim=shape["hidden_dim"], depth=shape["num_layers"], num_heads=shape["num_heads"],
+        mlp_ratio=shape["intermediate_dim"] / shape["hidden_dim"],
+        num_classes=shape["num_classes"])
+    images = torch.randn(batch, 3, shape["image_size"], shape["image_size"])
+    labels = torch.randint(0, shape["num_classes"], (batch,))
+    if system == "timm-compiled":
+        model = torch.compile(model)
+    if work == "vit-tiny-train":
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            loss.item()
+
+        return measure(step, batch, seconds), note
+    model.eval()
+
+    def infer() -> None:
+        with torch.inference_mode():
+            model(images).sum().item()
+
+    return measure(infer, batch, seconds), note
+
+
+# ---------------------------------------------------------------------- translation
+def _mt_beam(work: str) -> int:
+    return 4 if work == "mt-beam4" else 1
+
+
+def random_source(rng: Any, end_id: int, low: int = 4) -> Any:
+    """`(sentences, source_tokens)` random ids from `low` up, the last one `end_id`."""
+    import numpy as np
+
+    ids = rng.integers(low, MT["vocabulary_size"] - 1,
+                       (SETTINGS["mt_sentences"], SETTINGS["mt_source_tokens"]))
+    ids[:, -1] = end_id
+    return ids.astype(np.int64)
+
+
+def zoo_translation(work: str, seconds: float) -> float:
+    """The zoo's Translator with random weights; `Translator.search` (compiled). The end token
+    is suppressed so that every sentence gets all its new tokens, as HF's
+    `min_new_tokens` and CTranslate2's `min_decoding_length` do."""
+    import keras
+    import numpy as np
+
+    from training.text_batches import END_ID
+    from zoo.translator import Translator
+
+    keras.utils.set_random_seed(0)
+    model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)
+    model.ensure_built()
+    source = random_source(np.random.default_rng(0), END_ID).astype("int32")
+    new = SETTINGS["mt_new_tokens"]
+    beam = _mt_beam(work)
+
+    def step() -> None:
+        tokens, _ = model.search(source, beam_size=beam, max_length=new)
+        assert tokens.shape[-1] == new and not (tokens == END_ID).any()
+
+    return measure(step, source.shape[0] * new, seconds)
+
+
+def _sentencepiece_files(folder: Path) -> tuple[Path, Path, Path]:
+    """Marian's tokenizer files (source.spm, target.spm, vocab.json) for a vocabulary of
+    `MT["vocabulary_size"]`, trained on Multi30k's English and German once and cached."""
+    import sentencepiece
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model, vocab = folder / "spm.model", folder / "vocab.json"
+    if not model.exists():
+        text = folder / "train.txt"
+        with text.open("w") as out:
+            for language in ("en", "de"):
+                with gzip.open(DATA / "multi30k" / f"train.{language}.gz", "rt") as f:
+                    out.writelines(f)
+        # </s> and <unk> come first and <pad> last in Marian's vocabulary: the pieces fill
+        # the rest.
+        sentencepiece.SentencePieceTrainer.train(
+            input=str(text), model_prefix=str(folder / "spm"),
+            vocab_size=MT["vocabulary_size"] - 1, unk_id=1, eos_id=0, bos_id=-1, pad_id=-1,
+            model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
+            minloglevel=2)
+        processor = sentencepiece.SentencePieceProcessor(model_file=str(model))
+        pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        pieces = ["</s>", "<unk>"] + [p for p in pieces if p not in ("</s>", "<unk>")]
+        pieces = pieces[:MT["vocabulary_size"] - 1] + ["<pad>"]
+        vocab.write_text(json.dumps({p: i for i, p in enumerate(pieces)}))
+    return model, model, vocab
+
+
+def marian(folder: Path) -> tuple[Any, Any]:
+    """A random-weight `MarianMTModel` of the bench's shape and its tokenizer, saved in
+    `folder` (CTranslate2's converter reads it from there)."""
+    import torch
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    source, target, vocab = _sentencepiece_files(CACHE / "marian-spm")
+    tokenizer = MarianTokenizer(str(source), str(target), str(vocab))
+    size = len(tokenizer)
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    torch.manual_seed(0)
+    config = MarianConfig(
+        vocab_size=size, decoder_vocab_size=size, d_model=MT["hidden_dim"],
+        encoder_layers=MT["num_encoder_layers"], decoder_layers=MT["num_decoder_layers"],
+        encoder_attention_heads=MT["num_heads"], decoder_attention_heads=MT["num_heads"],
+        encoder_ffn_dim=MT["intermediate_dim"], decoder_ffn_dim=MT["intermediate_dim"],
+        activation_function="relu", max_position_embeddings=128, pad_token_id=pad,
+        eos_token_id=eos, decoder_start_token_id=pad, forced_eos_token_id=None,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    model = MarianMTModel(config).eval()
+    if not (folder / "config.json").exists():
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    return model, tokenizer
+
+
+def hf_translation(work: str, seconds: float) -> float:
+    """Hugging Face `MarianMTModel.generate`, exactly `mt_new_tokens` new tokens each."""
+    import numpy as np
+    import torch
+
+    model, tokenizer = marian(CACHE / "marian-hf")
+    source = torch.from_numpy(random_source(
+        np.random.default_rng(0), tokenizer.eos_token_id, low=2))
+    new = SETTINGS["mt_new_tokens"]
+
+    def step() -> None:
+        with torch.inference_mode():
+            out = model.generate(source, attention_mask=torch.ones_like(source),
+                                 num_beams=_mt_beam(work), do_sample=False,
+                                 max_new_tokens=new, min_new_tokens=new)
+        assert out.shape[1] == new + 1  # the decoder's start token, then the new ones
+
+    return measure(step, source.shape[0] * new, seconds)
+
+
+def ctranslate2_translation(work: str, seconds: float) -> float:
+    """CTranslate2 running the same Marian model after its `TransformersConverter`."""
+    import ctranslate2
+    import numpy as np
+
+    folder = CACHE / "marian-ct2"
+    hf_folder = CACHE / "marian-hf"
+    _, tokenizer = marian(hf_folder)
+    if not (folder / "model.bin").exists():
+        ctranslate2.converters.TransformersConverter(str(hf_folder)).convert(
+            str(folder), force=True)
+    translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=1,
+                                        intra_threads=os.cpu_count() or 1)
+    ids = random_source(np.random.default_rng(0), tokenizer.eos_token_id, low=2)
+    source = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
+    new = SETTINGS["mt_new_tokens"]
+
+    def step() -> None:
+        out = translator.translate_batch(
+            source, beam_size=_mt_beam(work), max_decoding_length=new,
+            min_decoding_length=new, max_batch_size=len(source))
+        assert all(len(r.hypotheses[0]) == new for r in out), [
+            len(r.hypotheses[0]) for r in out][:4]
+
+    return measure(step, len(source) * new, seconds)
+
+
+# ---------------------------------------------------------------------- serving
+def served_translation(seconds: float) -> list[dict]:
+    """The shipped translator exported (beam 4) and loaded as a server would, against the
+    Python API (`Translator.translate`), on the same sentences at batch 1 and 32."""
+    import tensorflow as tf
+
+    import zoo
+    from zoo.export import export_model
+
+    name, beam = SETTINGS["served_model"], SETTINGS["served_beam"]
+    with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt") as f:
+        sentences = [next(f).strip() for _ in range(max(SETTINGS["served_batches"]))]
+    # One export per version of the exporting code, kept across rounds.
+    code = hashlib.sha256(b"".join(
+        (Path(__file__).parent / f).read_bytes() for f in ("export.py", "decoding.py",
+                                                          "translator.py"))).hexdigest()[:12]
+    repository = CACHE / f"served-{code}"
+    version = repository / "bench" / "1"
+    if not version.exists():
+        export_model(name, repository, version=1, name="bench", beam_size=beam, force=True)
+    serve = tf.saved_model.load(str(version)).signatures["serving_default"]
+    model = zoo.load(name)
+    results = []
+    for batch in SETTINGS["served_batches"]:
+        chunks = [sentences[i:i + batch] for i in range(0, len(sentences), batch)]
+
+        def served() -> None:
+            for chunk in chunks:
+                serve(sentences=tf.constant(chunk))["translations"].numpy()
+
+        def python_api() -> None:
+            model.translate(sentences, beam_size=beam, batch_size=batch)
+
+        for variant, step in ((f"serving_default, batch {batch}", served),
+                              (f"Python API, batch {batch}", python_api)):
+            rate = measure(step, len(sentences), seconds, warmup=1, min_calls=2)
+            results.append({"variant": variant, "rate": rate})
+    return results
+
+
+def run(work: str, system: str, seconds: float) -> list[dict]:
+    """One job's results: `[{"rate": ..., "unit": ..., ...}]`."""
+    unit = WORKS[work].unit
+    if work == "mt-served":
+        return [dict(r, unit=unit) for r in served_translation(seconds)]
+    detail = ""
+    if work.startswith("vit"):
+        if system.startswith("timm"):
+            rate, detail = timm_vit(work, system, seconds)
+        else:
+            rate = keras_vit(work, system, seconds)
+    elif system == "zoo":
+        rate = zoo_translation(work, seconds)
+    elif system == "hf":
+        rate = hf_translation(work, seconds)
+    else:
+        rate = ctranslate2_translation(work, seconds)
+    result = {"rate": rate, "unit": unit}
+    if detail:
+        result["detail"] = detail
+    return [result]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("work", choices=list(WORKS))
+    parser.add_argument("system")
+    parser.add_argument("backend")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    results = run(args.work, args.system, args.seconds)
+    print(RESULT_PREFIX + json.dumps(results), flush=True)
+
+
+if __name__ == "__main__":
+    main()
