@@ -430,17 +430,34 @@ class MultiHeadAttention(keras.layers.Layer):
                 )
 
     # ------------------------------------------------------------------ pruning
-    def prune_heads(self, heads: Sequence[int]) -> None:
-        """Removes the given heads' weights; the remaining heads compute exactly as before.
+    def pruned(self, heads: Sequence[int]) -> "MultiHeadAttention":
+        """A new, built layer without the given heads; the other heads compute as here.
 
         The output projection is a sum over heads, so dropping head h's rows of W^O (and
-        its columns of W^Q, W^K, W^V) removes just that head's contribution.
+        its columns of W^Q, W^K, W^V) removes just that head's contribution. The new layer
+        is made by `from_config` with the smaller `num_heads`, and given the kept heads'
+        weights.
 
         Args:
             heads: indices of the heads to remove, in `[0, num_heads)`.
+
+        Returns:
+            A `MultiHeadAttention` with `num_heads - len(set(heads))` heads.
+
+        Raises:
+            ValueError: if this layer is not built, a head is out of range, or every head
+                would go.
+
+        Example:
+        >>> import numpy as np
+        >>> mha = MultiHeadAttention(num_heads=4, key_dim=2)
+        >>> _ = mha(np.zeros((1, 3, 8), "float32"))
+        >>> smaller = mha.pruned([0, 2])
+        >>> smaller.num_heads, tuple(smaller.query_dense.kernel.shape)
+        (2, (8, 2, 2))
         """
         if not self.built:
-            raise ValueError("prune_heads needs a built layer; call it on data first")
+            raise ValueError("pruning heads needs a built layer; call it on data first")
         heads = sorted({int(h) for h in heads})
         bad = [h for h in heads if not 0 <= h < self.num_heads]
         if bad:
@@ -448,24 +465,40 @@ class MultiHeadAttention(keras.layers.Layer):
         if len(heads) >= self.num_heads:
             raise ValueError(f"cannot remove all {self.num_heads} heads")
         keep = [h for h in range(self.num_heads) if h not in heads]
-        old = {
-            layer.name: [np.asarray(ops.convert_to_numpy(w)) for w in layer.get_weights()]
-            for layer in (self.query_dense, self.key_dense, self.value_dense, self.output_dense)
-        }
-        self.num_heads = len(keep)
-        shapes = (self._query_dim, self._value_input_dim, self._key_input_dim)
-        # Rebuild the projections at the new head count; the old sub-layers are untracked
-        # so that their variables leave `self.weights` and saved files.
+        layer = type(self).from_config({**self.get_config(), "num_heads": len(keep)})
+        layer.build(*self._input_shapes())
+        for old, new in ((self.query_dense, layer.query_dense), (self.key_dense, layer.key_dense),
+                         (self.value_dense, layer.value_dense)):
+            kernel, *bias = old.get_weights()  # (d, heads, head_dim), (heads, head_dim)
+            new.set_weights([kernel[:, keep, :]] + [b[keep, :] for b in bias])
+        kernel, *bias = self.output_dense.get_weights()  # (heads, value_dim, d_out), (d_out,)
+        layer.output_dense.set_weights([kernel[keep, :, :]] + bias)
+        return layer
+
+    def _input_shapes(self) -> tuple[tuple, tuple, tuple]:
+        """The query, value and key shapes this layer was built for (batch, length unknown)."""
+        return tuple((None, None, size) for size in (
+            self._query_dim, self._value_input_dim, self._key_input_dim))
+
+    def prune_heads(self, heads: Sequence[int]) -> None:
+        """Removes the given heads in place: this layer becomes what `pruned(heads)` returns.
+
+        For a layer inside a built model, which keeps its place there. Replacing the
+        projections of a built layer needs Keras' private tracker
+        (`layers.keras_internals.untrack_layers`); where a new layer will do, use `pruned`.
+
+        Args:
+            heads: indices of the heads to remove, in `[0, num_heads)`.
+        """
+        smaller = self.pruned(heads)
+        # The old projections leave `self.weights` and saved files; `build` makes new ones
+        # at the new head count, which take the pruned layer's weights.
         untrack_layers(self, (self.query_dense, self.key_dense, self.value_dense,
                               self.output_dense))
+        self.num_heads = smaller.num_heads
         self.built = False
-        self.build((None, None, shapes[0]), (None, None, shapes[1]), (None, None, shapes[2]))
-        for layer in (self.query_dense, self.key_dense, self.value_dense):
-            kernel, *bias = old[layer.name]
-            new = [kernel[:, keep, :]] + [b[keep, :] for b in bias]
-            layer.set_weights(new)
-        kernel, *bias = old[self.output_dense.name]
-        self.output_dense.set_weights([kernel[keep, :, :]] + bias)
+        self.build(*self._input_shapes())
+        self.set_weights(smaller.get_weights())
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -147,7 +147,29 @@ def test_pruned_layer_saves_and_reloads(tmp_path):
     fresh(QUERY)
     fresh.set_weights(layer.get_weights())
     np.testing.assert_allclose(np.array(fresh(QUERY)), np.array(layer(QUERY)), atol=1e-6)
-    assert model is not None
+    # The model holding the layer saves and loads at the pruned size.
+    model.save(tmp_path / "pruned.keras")
+    loaded = keras.saving.load_model(tmp_path / "pruned.keras")
+    assert len(loaded.weights) == len(model.weights) == 8
+    np.testing.assert_allclose(np.array(loaded(QUERY)), np.array(model(QUERY)), atol=1e-6)
+
+
+def test_pruned_is_a_new_layer_equal_to_pruning_in_place():
+    layer = MultiHeadAttention(num_heads=4, key_dim=8)
+    layer(QUERY, VALUE)
+    before = layer.get_weights()
+    smaller = layer.pruned([3, 1])
+    assert smaller is not layer and layer.num_heads == 4
+    for now, then in zip(layer.get_weights(), before):
+        np.testing.assert_array_equal(now, then)
+    assert smaller.get_config() == {**layer.get_config(), "num_heads": 2}
+    assert [tuple(w.shape) for w in smaller.weights] == [
+        (16, 2, 8), (2, 8), (16, 2, 8), (2, 8), (16, 2, 8), (2, 8), (2, 8, 16), (16,)]
+    layer.prune_heads([1, 3])
+    for in_place, new in zip(layer.get_weights(), smaller.get_weights()):
+        np.testing.assert_array_equal(in_place, new)
+    np.testing.assert_array_equal(np.array(smaller(QUERY, VALUE)),
+                                  np.array(layer(QUERY, VALUE)))
 
 
 def test_scores_are_float32_under_mixed_float16():
@@ -179,12 +201,17 @@ def test_cache_index_past_the_cache_length():
 
 
 def test_prune_heads_out_of_range():
+    with pytest.raises(ValueError, match="needs a built layer"):
+        MultiHeadAttention(num_heads=2, key_dim=8).pruned([0])
     layer = MultiHeadAttention(num_heads=2, key_dim=8)
     layer(QUERY)
     with pytest.raises(ValueError, match=r"heads \[5\] are out of range"):
         layer.prune_heads([5])
     with pytest.raises(ValueError, match="all 2 heads"):
         layer.prune_heads([0, 1])
+    with pytest.raises(ValueError, match="all 2 heads"):
+        layer.pruned([1, 0, 1])
+    assert layer.num_heads == 2 and len(layer.weights) == 8
 
 
 def test_a_cache_index_without_a_cache_is_refused():
