@@ -102,6 +102,10 @@ class TransformerDecoderBlock(TransformerBlock):
                 "self_attention_cache needs self_attention_cache_update_index (the position of "
                 "the first new token)"
             )
+        if not caching and self_attention_cache_update_index is not None:
+            raise ValueError(
+                "self_attention_cache_update_index needs a self_attention_cache; got index "
+                f"{self_attention_cache_update_index} without one")
         has_encoder = encoder_sequence is not None or cross_attention_cache is not None
         if has_encoder and self.cross_attention is None:
             raise ValueError("this decoder block was built without an encoder sequence")

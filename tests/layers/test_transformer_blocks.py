@@ -158,3 +158,22 @@ def test_keras_masking_reaches_the_encoder():
     x = np.array(embedding(ids))
     np.testing.assert_allclose(
         np.array(model(ids)), np.array(block(x, padding_mask=ids != 0)), atol=1e-6)
+
+
+def test_contradicting_cache_arguments_are_refused():
+    block = TransformerDecoderBlock(4, 32)
+    block(TARGET, SOURCE)
+    with pytest.raises(ValueError, match="index 0 without one"):
+        block(TARGET[:, :1], SOURCE, self_attention_cache_update_index=0)
+    with pytest.raises(ValueError, match="needs self_attention_cache_update_index"):
+        block(TARGET[:, :1], SOURCE, self_attention_cache=block.empty_self_attention_cache(2, 6))
+
+
+def test_the_shared_base_is_neither_exported_nor_serializable():
+    import layers
+    from layers.transformer_encoder import TransformerBlock
+
+    assert "TransformerBlock" not in layers.__all__ and not hasattr(layers, "TransformerBlock")
+    assert keras.saving.get_registered_name(TransformerBlock) == "TransformerBlock"
+    for block in (TransformerEncoderBlock, TransformerDecoderBlock):
+        assert keras.saving.get_registered_name(block) == f"zoo>{block.__name__}"
