@@ -13,6 +13,18 @@ from typing import Any, Iterable
 import keras
 
 
+def keras_mask(tensor: Any) -> Any | None:
+    """The padding mask Keras masking attached to `tensor` (the output of an
+    `Embedding(mask_zero=True)`, say), or None.
+
+    Uses `keras.src.backend.common.masking.get_keras_mask` (the `_keras_mask` attribute,
+    or Keras' table for tensors that take no attributes).
+    """
+    from keras.src.backend.common.masking import get_keras_mask
+
+    return get_keras_mask(tensor)
+
+
 def untrack_layers(layer: keras.layers.Layer, sublayers: Iterable[keras.layers.Layer]) -> None:
     """Stops `layer` tracking `sublayers`, so that their variables leave `layer.weights` and
     saved files (for rebuilding a layer's projections in place, as head pruning does).

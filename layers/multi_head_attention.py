@@ -28,7 +28,7 @@ from layers.chunked_attention import (
     sliding_window_mask,
 )
 from layers.initializers import clone_initializer
-from layers.keras_internals import untrack_layers
+from layers.keras_internals import keras_mask, untrack_layers
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -250,17 +250,17 @@ class MultiHeadAttention(keras.layers.Layer):
         # With a cross-attention cache, `value` and `key` are not used, nor are their masks.
         cached_memory = cache is not None and cache_update_index is None
         if query_mask is None:
-            query_mask = getattr(query, "_keras_mask", None)
+            query_mask = keras_mask(query)
         if self_attention:
             value = query
             if value_mask is None and not cached_memory:
                 value_mask = query_mask
         elif value_mask is None and not cached_memory:
-            value_mask = getattr(value, "_keras_mask", None)
+            value_mask = keras_mask(value)
         if key is None:
             key = value
         elif key_mask is None and not cached_memory:
-            key_mask = getattr(key, "_keras_mask", None)
+            key_mask = keras_mask(key)
         self._check_feature_sizes(query, value, key)
 
         q = self.query_dense(query)  # (batch, T, heads, key_dim)
@@ -394,7 +394,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.transpose(context, (0, 2, 1, 3))
 
     def compute_mask(self, query: Any, previous_mask: Any = None) -> Any:
-        return getattr(query, "_keras_mask", None) if previous_mask is None else previous_mask
+        return keras_mask(query) if previous_mask is None else previous_mask
 
     def compute_output_shape(self, query_shape: tuple, value_shape: tuple | None = None,
                              key_shape: tuple | None = None) -> tuple:

@@ -6,6 +6,7 @@ from typing import Any
 
 import keras
 
+from layers.keras_internals import keras_mask
 from layers.transformer_encoder import TransformerBlock
 
 
@@ -93,9 +94,9 @@ class TransformerDecoderBlock(TransformerBlock):
         training: bool | None = None,
     ) -> Any:
         if decoder_padding_mask is None:
-            decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
+            decoder_padding_mask = keras_mask(decoder_sequence)
         if encoder_padding_mask is None and encoder_sequence is not None:
-            encoder_padding_mask = getattr(encoder_sequence, "_keras_mask", None)
+            encoder_padding_mask = keras_mask(encoder_sequence)
         caching = self_attention_cache is not None
         if caching and self_attention_cache_update_index is None:
             raise ValueError(

@@ -8,6 +8,7 @@ import keras
 
 from layers.feed_forward import FeedForward
 from layers.initializers import clone_initializer
+from layers.keras_internals import keras_mask
 from layers.multi_head_attention import MultiHeadAttention, check_long_sequence_options
 
 
@@ -206,7 +207,7 @@ class TransformerEncoderBlock(TransformerBlock):
              attention_mask: Any | None = None, return_attention_scores: bool = False,
              training: bool | None = None) -> Any:
         if padding_mask is None:
-            padding_mask = getattr(inputs, "_keras_mask", None)
+            padding_mask = keras_mask(inputs)
         x, scores, _ = self._self_attention_sublayer(
             inputs, training, query_mask=padding_mask, value_mask=padding_mask,
             attention_mask=attention_mask, return_attention_scores=return_attention_scores,

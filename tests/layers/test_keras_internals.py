@@ -8,6 +8,7 @@ import numpy as np
 
 from layers.keras_internals import (
     APPLY_WEIGHT_DECAY_HOOK,
+    keras_mask,
     optimizer_variable_index,
     saved_weight_paths,
     untrack_layers,
@@ -19,6 +20,16 @@ def _model() -> keras.Model:
     return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="a"),
                              keras.layers.LayerNormalization(name="norm"),
                              keras.layers.Dense(2, name="b")])
+
+
+def test_keras_mask_is_the_mask_keras_masking_attached():
+    ids = np.array([[5, 6, 0], [1, 0, 0]])
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(ids)
+    np.testing.assert_array_equal(np.asarray(keras_mask(embedded)), ids != 0)
+    assert keras_mask(keras.ops.ones((2, 3, 4))) is None
+    inputs = keras.Input((3,), dtype="int32")
+    symbolic = keras.layers.Embedding(10, 4, mask_zero=True)(inputs)
+    assert tuple(keras_mask(symbolic).shape) == (None, 3)
 
 
 def test_untracked_sublayers_leave_the_weights():
