@@ -4,8 +4,8 @@ The JAX path (`load_image_folder_numpy`, decoded with PIL) and the TensorFlow pa
 (`image_folder_tf_dataset`, decoded in-graph) read the same file listing
 (`scan_image_folder`) and hold out the same images (`train_validation_split`), so both see
 the same classes and the same validation set. TensorFlow is imported only inside the functions
-that build tf.data. File reading lives in `training.image_files`, archive extraction in
-`training.archives`; their public names are re-exported here.
+that build tf.data. File reading (`load_image`, `scan_image_folder`) lives in
+`training.image_files`, archive extraction (`extract_archive`) in `training.archives`.
 """
 
 from __future__ import annotations
@@ -16,25 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from layers.validation import image_size_pair, positive_int
-from training.archives import extract_archive
 from training.errors import UserError
-from training.image_files import (
-    IMAGE_EXTENSIONS,
-    load_image,
-    scan_image_folder,
-)
-
-__all__ = [
-    "IMAGE_EXTENSIONS",
-    "extract_archive",
-    "image_folder_tf_dataset",
-    "load_image",
-    "load_image_folder_numpy",
-    "scan_image_folder",
-    "tfds_image_dataset",
-    "train_validation_split",
-]
-
+from training.image_files import load_image, scan_image_folder
 
 
 def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,

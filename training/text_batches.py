@@ -8,8 +8,8 @@ where for a target sentence y the decoder input is [start] + y and the labels ar
 (int32, padded with the pad id). Examples are grouped by length into buckets `bucket_width`
 tokens wide and every padded length is rounded up to a multiple of `bucket_width`, so
 padding stays small and compiled backends (XLA, JAX) see only a few distinct shapes.
-`make_numpy_batches` needs no TensorFlow; `make_tf_dataset` builds the same batches with
-tf.data (TensorFlow is imported inside it).
+`TeacherForcingBatches` (a `keras.utils.PyDataset` of numpy arrays) needs no TensorFlow; its
+`to_tf_dataset` builds the same batches with tf.data (TensorFlow is imported inside it).
 """
 
 from __future__ import annotations
@@ -110,11 +110,32 @@ def make_teacher_forcing_batch(
 
 
 class TeacherForcingBatches(keras.utils.PyDataset):
-    """Length-bucketed teacher-forcing batches as numpy arrays; made by `make_numpy_batches`.
+    """Teacher-forcing batches bucketed by length, as a `keras.utils.PyDataset` of numpy.
 
-    Each epoch shuffles the examples within each length bucket and then the order of the
-    batches, from a generator seeded by (seed, epoch); `on_epoch_end` moves to the next
-    epoch, so `model.fit` sees a new, reproducible order every epoch.
+    Works on every backend without TensorFlow; pass it straight to `model.fit`, or take
+    `to_tf_dataset()` for a tf.data pipeline of the same batches. Each epoch shuffles the
+    examples within each length bucket and then the order of the batches, from a generator
+    seeded by (seed, epoch); `on_epoch_end` moves to the next epoch, so `model.fit` sees a
+    new, reproducible order every epoch.
+
+    Args:
+        source_ids: source id sequences.
+        target_ids: target id sequences (without start/end ids), aligned with the sources.
+        batch_size: sentence pairs per batch (the last batch of a bucket may be smaller).
+        bucket_width: examples whose length max(len(source), len(target) + 1) falls in
+            the same `bucket_width`-wide range share batches; padded lengths are rounded up
+            to a multiple of it.
+        shuffle: shuffle within buckets and the batch order, anew each epoch.
+        seed: seed of the shuffling.
+        drop_remainder: drop the incomplete last batch of every bucket.
+        start_id, end_id, pad_id: the tokenizer's special ids.
+        **kwargs: `keras.utils.PyDataset` arguments (`workers`, ...).
+
+    Example:
+    >>> batches = TeacherForcingBatches([[5, 6, 3]] * 4, [[7, 8]] * 4, batch_size=2)
+    >>> inputs, labels = batches[0]
+    >>> labels.tolist()
+    [[7, 8, 3, 0, 0, 0, 0, 0], [7, 8, 3, 0, 0, 0, 0, 0]]
     """
 
     def __init__(
@@ -178,119 +199,67 @@ class TeacherForcingBatches(keras.utils.PyDataset):
         self.epoch += 1
         self._batches = self._plan_epoch()
 
+    def to_tf_dataset(self, shuffle_buffer_size: int | None = None):
+        """The same batches as a `tf.data.Dataset`, bucketed in the pipeline.
 
-def make_numpy_batches(
-    source_ids: IdSequences,
-    target_ids: IdSequences,
-    batch_size: int,
-    bucket_width: int = 8,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_remainder: bool = False,
-    start_id: int = START_ID,
-    end_id: int = END_ID,
-    pad_id: int = PAD_ID,
-) -> TeacherForcingBatches:
-    """Teacher-forcing batches bucketed by length, as a `keras.utils.PyDataset` of numpy.
+        Examples are shuffled when `shuffle` is set (buffer: the whole data set unless
+        `shuffle_buffer_size` is given, reshuffled every epoch, seeded by `seed`), grouped
+        with `bucket_by_sequence_length` into the same buckets, padded and prefetched.
 
-    Works on every backend without TensorFlow; pass it straight to `model.fit`.
+        Args:
+            shuffle_buffer_size: examples in the shuffle buffer (default: all).
 
-    Args:
-        source_ids: source id sequences.
-        target_ids: target id sequences (without start/end ids), aligned with the sources.
-        batch_size: sentence pairs per batch (the last batch of a bucket may be smaller).
-        bucket_width: examples whose length max(len(source), len(target) + 1) falls in
-            the same `bucket_width`-wide range share batches; padded lengths are rounded up
-            to a multiple of it.
-        shuffle: shuffle within buckets and the batch order, anew each epoch.
-        seed: seed of the shuffling.
-        drop_remainder: drop the incomplete last batch of every bucket.
-        start_id, end_id, pad_id: the tokenizer's special ids.
+        Returns:
+            A `tf.data.Dataset` of `({"source_ids": (B, S), "target_ids": (B, T)}, labels)`,
+            int32, with S and T multiples of `bucket_width`.
+        """
+        import tensorflow as tf  # Lazy: the JAX machines have no TensorFlow.
 
-    Returns:
-        A `TeacherForcingBatches`: index it for `(inputs, labels)` batches.
-    """
-    return TeacherForcingBatches(
-        source_ids, target_ids, batch_size, bucket_width=bucket_width, shuffle=shuffle,
-        seed=seed, drop_remainder=drop_remainder, start_id=start_id, end_id=end_id,
-        pad_id=pad_id,
-    )
+        source_ids, target_ids = self.source_ids, self.target_ids
+        bucket_width, pad_id = self.bucket_width, self.pad_id
+        keys = _bucket_keys(source_ids, target_ids, bucket_width)
 
+        def ragged(sequences):
+            lengths = np.array([len(ids) for ids in sequences], dtype=np.int64)
+            values = np.fromiter((token for ids in sequences for token in ids),
+                                 dtype=np.int32, count=lengths.sum())
+            return tf.RaggedTensor.from_row_lengths(values, lengths)
 
-def make_tf_dataset(
-    source_ids: IdSequences,
-    target_ids: IdSequences,
-    batch_size: int,
-    bucket_width: int = 8,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_remainder: bool = False,
-    start_id: int = START_ID,
-    end_id: int = END_ID,
-    pad_id: int = PAD_ID,
-    shuffle_buffer_size: int | None = None,
-):
-    """The batches of `make_numpy_batches` as a `tf.data.Dataset`, bucketed in the pipeline.
+        dataset = tf.data.Dataset.from_tensor_slices((ragged(source_ids), ragged(target_ids)))
+        if self.shuffle:
+            dataset = dataset.shuffle(shuffle_buffer_size or len(source_ids), seed=self.seed,
+                                      reshuffle_each_iteration=True)
+        start = tf.constant([self.start_id], tf.int32)
+        end = tf.constant([self.end_id], tf.int32)
 
-    Examples are shuffled (buffer: the whole data set unless `shuffle_buffer_size` is
-    given, reshuffled every epoch), grouped with `bucket_by_sequence_length` into the same
-    buckets as `make_numpy_batches`, padded and prefetched.
+        def teacher_forcing(source, target):
+            inputs = {"source_ids": source, "target_ids": tf.concat([start, target], axis=0)}
+            return inputs, tf.concat([target, end], axis=0)
 
-    Args: as for `make_numpy_batches`, plus
-        shuffle_buffer_size: examples in the shuffle buffer (default: all).
+        def length(inputs, labels):
+            return tf.maximum(tf.shape(inputs["source_ids"])[0], tf.shape(labels)[0])
 
-    Returns:
-        A `tf.data.Dataset` of `({"source_ids": (B, S), "target_ids": (B, T)}, labels)`,
-        int32, with S and T multiples of `bucket_width`.
-    """
-    import tensorflow as tf  # Lazy: the JAX machines have no TensorFlow.
+        # Bucket k holds lengths in ((k - 1) * width, k * width], like the numpy path.
+        boundaries = [k * bucket_width + 1 for k in range(1, int(keys.max()))]
+        pad = tf.constant(pad_id, tf.int32)
 
-    _check_examples(source_ids, target_ids, batch_size, bucket_width)
-    keys = _bucket_keys(source_ids, target_ids, bucket_width)
+        def round_up(tensor):
+            extra = -tf.shape(tensor)[1] % bucket_width
+            return tf.pad(tensor, [[0, 0], [0, extra]], constant_values=pad_id)
 
-    def ragged(sequences):
-        lengths = np.array([len(ids) for ids in sequences], dtype=np.int64)
-        values = np.fromiter(
-            (token for ids in sequences for token in ids), dtype=np.int32, count=lengths.sum()
+        def round_up_batch(inputs, labels):
+            return {name: round_up(value) for name, value in inputs.items()}, round_up(labels)
+
+        dataset = dataset.map(teacher_forcing, num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.bucket_by_sequence_length(
+            length,
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[self.batch_size] * (len(boundaries) + 1),
+            padding_values=({"source_ids": pad, "target_ids": pad}, pad),
+            drop_remainder=self.drop_remainder,
         )
-        return tf.RaggedTensor.from_row_lengths(values, lengths)
-
-    dataset = tf.data.Dataset.from_tensor_slices((ragged(source_ids), ragged(target_ids)))
-    if shuffle:
-        dataset = dataset.shuffle(
-            shuffle_buffer_size or len(source_ids), seed=seed, reshuffle_each_iteration=True
-        )
-    start = tf.constant([start_id], tf.int32)
-    end = tf.constant([end_id], tf.int32)
-
-    def teacher_forcing(source, target):
-        inputs = {"source_ids": source, "target_ids": tf.concat([start, target], axis=0)}
-        return inputs, tf.concat([target, end], axis=0)
-
-    def length(inputs, labels):
-        return tf.maximum(tf.shape(inputs["source_ids"])[0], tf.shape(labels)[0])
-
-    # Bucket k holds lengths in ((k - 1) * width, k * width], like the numpy path.
-    boundaries = [k * bucket_width + 1 for k in range(1, int(keys.max()))]
-    pad = tf.constant(pad_id, tf.int32)
-
-    def round_up(tensor):
-        extra = -tf.shape(tensor)[1] % bucket_width
-        return tf.pad(tensor, [[0, 0], [0, extra]], constant_values=pad_id)
-
-    def round_up_batch(inputs, labels):
-        return {name: round_up(value) for name, value in inputs.items()}, round_up(labels)
-
-    dataset = dataset.map(teacher_forcing, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.bucket_by_sequence_length(
-        length,
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-        padding_values=({"source_ids": pad, "target_ids": pad}, pad),
-        drop_remainder=drop_remainder,
-    )
-    dataset = dataset.map(round_up_batch, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+        dataset = dataset.map(round_up_batch, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _check_examples(

@@ -1,9 +1,8 @@
 """Parallel text for sequence-to-sequence training: reading corpora into sentence pairs.
 
 `read_lines`, `read_parallel`, `read_tsv_pairs` and `read_multi30k` return Python strings;
-no TensorFlow is needed. Turning token ids into teacher-forcing batches lives in
-`training.text_batches`; its public names are re-exported here so that one module gives
-the whole text-data kit.
+no TensorFlow is needed. Turning token ids into teacher-forcing batches is
+`training.text_batches`'s.
 """
 
 from __future__ import annotations
@@ -14,13 +13,6 @@ import zipfile
 from pathlib import Path
 
 from training.errors import UserError
-from training.text_batches import (  # noqa: F401  (re-exported)
-    TeacherForcingBatches,
-    filter_by_length,
-    make_numpy_batches,
-    make_teacher_forcing_batch,
-    make_tf_dataset,
-)
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
 

@@ -31,7 +31,7 @@ from training.file_store import write_atomically
 from training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from training.optimizers import transformer_adam
 from training.run import finish_run, fit_resumably, resume, start_run
-from training.text_batches import filter_by_length, make_numpy_batches, make_tf_dataset
+from training.text_batches import TeacherForcingBatches, filter_by_length
 from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.decoding import check_search_settings
@@ -222,15 +222,14 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     source_ids, target_ids = [s for s, _ in kept], [t for _, t in kept]
     special = dict(start_id=tokenizer.start_id, end_id=tokenizer.end_id,
                    pad_id=tokenizer.pad_id)
+    batches = TeacherForcingBatches(source_ids, target_ids, recipe.batch_size,
+                                    seed=recipe.seed, **special)
     if keras.backend.backend() == "tensorflow":
-        batches = make_tf_dataset(source_ids, target_ids, recipe.batch_size, seed=recipe.seed,
-                                  **special)
-    else:
-        batches = make_numpy_batches(source_ids, target_ids, recipe.batch_size,
-                                     seed=recipe.seed, **special)
+        batches = batches.to_tf_dataset()
 
     model = build_translator(recipe, tokenizer, pretrained)
-    sample = make_numpy_batches(source_ids[:2], target_ids[:2], 2, shuffle=False, **special)[0]
+    sample = TeacherForcingBatches(source_ids[:2], target_ids[:2], 2, shuffle=False,
+                                   **special)[0]
     model(sample[0])  # build the variables before restoring a checkpoint
     initial_epoch = resume(model, out)
 

@@ -31,6 +31,7 @@ import keras
 import numpy as np
 
 from layers.validation import positive_int
+from training.archives import extract_archive
 from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
 from training.idx_data import (
     FASHION_MNIST_CLASSES,
@@ -38,13 +39,8 @@ from training.idx_data import (
     is_idx_folder,
     load_idx_split,
 )
-from training.image_data import (
-    extract_archive,
-    load_image_folder_numpy,
-    rows_per_class,
-    scan_image_folder,
-    train_validation_split,
-)
+from training.image_data import load_image_folder_numpy, rows_per_class, train_validation_split
+from training.image_files import scan_image_folder
 from training.optimizers import adamw_no_decay_on_norms
 from training.run import finish_run, fit_resumably, resume, start_run
 from training.schedules import WarmupCosine

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from training.image_data import extract_archive
+from training.archives import extract_archive
 
 PER_CLASS = 20
 CIFAR10_CLASSES = [

@@ -11,10 +11,9 @@ import pytest
 
 from tests.conftest import modules_imported_by
 from training.text_batches import (
+    TeacherForcingBatches,
     filter_by_length,
-    make_numpy_batches,
     make_teacher_forcing_batch,
-    make_tf_dataset,
 )
 from training.text_data import read_multi30k
 
@@ -77,7 +76,7 @@ def test_filter_by_length():
 
 def test_numpy_batches_hold_every_example_once(id_pairs):
     sources, targets = id_pairs
-    batches = make_numpy_batches(sources, targets, batch_size=32)
+    batches = TeacherForcingBatches(sources, targets, batch_size=32)
     expected = Counter(zip(map(tuple, sources), map(tuple, targets)))
     assert _examples(batches[i] for i in range(len(batches))) == expected
     batches.on_epoch_end()
@@ -87,7 +86,7 @@ def test_numpy_batches_hold_every_example_once(id_pairs):
 @pytest.mark.parametrize("bucket_width", [4, 8])
 def test_numpy_batches_group_by_length(id_pairs, bucket_width):
     sources, targets = id_pairs
-    batches = make_numpy_batches(sources, targets, batch_size=32, bucket_width=bucket_width)
+    batches = TeacherForcingBatches(sources, targets, batch_size=32, bucket_width=bucket_width)
     padding = 0
     for index in range(len(batches)):
         inputs, labels = batches[index]
@@ -116,37 +115,37 @@ def test_numpy_batches_shuffle_is_seeded(id_pairs):
     def first_labels(batches):
         return [batches[i][1][:, 0].tolist() for i in range(len(batches))]
 
-    one = make_numpy_batches(sources, targets, batch_size=32, seed=7)
-    two = make_numpy_batches(sources, targets, batch_size=32, seed=7)
-    other = make_numpy_batches(sources, targets, batch_size=32, seed=8)
+    one = TeacherForcingBatches(sources, targets, batch_size=32, seed=7)
+    two = TeacherForcingBatches(sources, targets, batch_size=32, seed=7)
+    other = TeacherForcingBatches(sources, targets, batch_size=32, seed=8)
     assert first_labels(one) == first_labels(two) != first_labels(other)
     epoch_zero = first_labels(one)
     one.on_epoch_end()
     assert len(first_labels(one)) == len(epoch_zero) and first_labels(one) != epoch_zero
-    ordered = make_numpy_batches(sources, targets, batch_size=32, shuffle=False)
+    ordered = TeacherForcingBatches(sources, targets, batch_size=32, shuffle=False)
     widths = [ordered[i][1].shape[1] for i in range(len(ordered))]
     assert widths == sorted(widths)
 
 
 def test_numpy_batches_drop_remainder_and_errors(id_pairs):
     sources, targets = id_pairs
-    batches = make_numpy_batches(sources, targets, batch_size=32, drop_remainder=True)
+    batches = TeacherForcingBatches(sources, targets, batch_size=32, drop_remainder=True)
     assert all(batches[i][1].shape[0] == 32 for i in range(len(batches)))
     with pytest.raises(IndexError, match="out of range"):
         batches[len(batches)]
     with pytest.raises(ValueError, match="1014 sequences but target_ids has 3"):
-        make_numpy_batches(sources, targets[:3], batch_size=32)
+        TeacherForcingBatches(sources, targets[:3], batch_size=32)
     with pytest.raises(ValueError, match="no examples"):
-        make_numpy_batches([], [], batch_size=32)
+        TeacherForcingBatches([], [], batch_size=32)
     with pytest.raises(ValueError, match="batch_size must be a positive int; got 0"):
-        make_numpy_batches(sources, targets, batch_size=0)
+        TeacherForcingBatches(sources, targets, batch_size=0)
 
 
 def test_tf_dataset_matches_numpy_batches(id_pairs):
     tf = pytest.importorskip("tensorflow")
     sources, targets = id_pairs
-    dataset = make_tf_dataset(sources, targets, batch_size=32, seed=3)
-    numpy_batches = make_numpy_batches(sources, targets, batch_size=32)
+    dataset = TeacherForcingBatches(sources, targets, batch_size=32, seed=3).to_tf_dataset()
+    numpy_batches = TeacherForcingBatches(sources, targets, batch_size=32)
     spec_inputs, spec_labels = dataset.element_spec
     assert set(spec_inputs) == {"source_ids", "target_ids"}
     assert {s.dtype for s in [*spec_inputs.values(), spec_labels]} == {tf.int32}
@@ -178,7 +177,7 @@ def test_batches_feed_model_fit(id_pairs):
     logits = keras.layers.Dense(6000)(embed(target_in) + context)
     model = keras.Model({"source_ids": source_in, "target_ids": target_in}, logits)
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    batches = make_numpy_batches(sources[:256], targets[:256], batch_size=64)
+    batches = TeacherForcingBatches(sources[:256], targets[:256], batch_size=64)
     history = model.fit(batches, epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2
     assert history.history["loss"][1] < history.history["loss"][0]
@@ -186,7 +185,7 @@ def test_batches_feed_model_fit(id_pairs):
 
 def test_numpy_path_needs_no_tensorflow():
     loaded = modules_imported_by(
-        "from training.text_data import make_numpy_batches\n"
-        "b = make_numpy_batches([[5, 3]] * 5, [[6, 7]] * 5, batch_size=2)\n"
+        "from training.text_batches import TeacherForcingBatches\n"
+        "b = TeacherForcingBatches([[5, 3]] * 5, [[6, 7]] * 5, batch_size=2)\n"
         "x, y = b[0]; assert y.dtype.name == 'int32'")
     assert "tensorflow" not in loaded

@@ -35,7 +35,8 @@ def test_shipped_translator_translates(shared_data):
 
 def test_shipped_vit_classifies(shared_data, tmp_path):
     model = _shipped("vit-cifar10")
-    from training.image_data import extract_archive, load_image_folder_numpy
+    from training.archives import extract_archive
+    from training.image_data import load_image_folder_numpy
 
     folder = extract_archive(shared_data / "cifar10" / "cifar10-train-jpg.tar.gz",
                              tmp_path / "cifar", limit_per_class=20)
