@@ -16,6 +16,20 @@ def _figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height))
 
 
+def _save(fig: Any, path: str | os.PathLike) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _label_grid(ax: Any, columns: Sequence[str], rows: Sequence[str], column_title: str,
+                row_title: str) -> None:
+    """Names a heatmap's columns (turned upright) and rows, and titles both axes."""
+    ax.set_xticks(range(len(columns)), columns, rotation=90)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel(column_title)
+    ax.set_ylabel(row_title)
+
+
 def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.ndarray,
                    path: str | os.PathLike) -> None:
     """Heatmap of cross-attention: one row per target piece, one column per source piece."""
@@ -26,12 +40,8 @@ def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.nda
     fig = _figure(0.45 * len(source) + 2, 0.45 * len(target) + 1.5)
     ax = fig.subplots()
     ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)
-    ax.set_xticks(range(len(source)), source, rotation=90)
-    ax.set_yticks(range(len(target)), target)
-    ax.set_xlabel("source")
-    ax.set_ylabel("target")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _label_grid(ax, source, target, "source", "target")
+    _save(fig, path)
 
 
 def plot_attention_overlay(image: np.ndarray, heat: np.ndarray,
@@ -49,8 +59,7 @@ def plot_attention_overlay(image: np.ndarray, heat: np.ndarray,
     axes[1].imshow(heat, cmap="jet", alpha=0.5, extent=(0, w, h, 0), interpolation="bilinear")
     axes[0].set_title("image")
     axes[1].set_title("attention rollout")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
 
 
 def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
@@ -63,9 +72,5 @@ def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
     for (i, j), count in np.ndenumerate(matrix):
         ax.text(j, i, int(count), ha="center", va="center", fontsize=7,
                 color="white" if count > matrix.max() / 2 else "black")
-    ax.set_xticks(range(len(class_names)), class_names, rotation=90)
-    ax.set_yticks(range(len(class_names)), class_names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _label_grid(ax, class_names, class_names, "predicted", "true")
+    _save(fig, path)

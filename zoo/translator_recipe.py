@@ -55,12 +55,6 @@ class TranslatorRecipe:
     With `model` (a shipped name or a `.keras` path) the run continues training that
     translator on the new pairs, with its own tokenizer and architecture (`architecture`,
     `vocabulary_size` and `dropout` are then ignored).
-
-    An `output` folder with checkpoints but no final model resumes. One that holds a finished
-    run (`model.keras`, `metrics.json`) or files the run does not write is refused unless
-    `force`: a finished run then continues from its checkpoints (a larger `epochs` trains
-    further) and its final files are replaced at the end; foreign files stay untouched. To
-    start over, give another `output`.
     """
 
     output: str = "runs/translator"

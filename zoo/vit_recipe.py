@@ -67,12 +67,6 @@ class ViTRecipe:
     embeddings are interpolated when `image_size` differs, the embeddings and the first
     `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
     learning rates.
-
-    An `output` folder with checkpoints but no final model resumes. One that holds a finished
-    run (`model.keras`, `metrics.json`) or files the run does not write is refused unless
-    `force`: a finished run then continues from its checkpoints (a larger `epochs` trains
-    further) and its final files are replaced at the end; foreign files stay untouched. To
-    start over, give another `output`.
     """
 
     output: str = "runs/vit"

@@ -32,17 +32,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zoo.converters._tensors import (
-    Checkpoint,
-    assign,
-    config_value,
-    keras_activation,
-    load_config,
-    load_tensors,
-    set_attention,
-    set_layer_norm,
-    set_linear,
-)
+from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_activation,
+                                     load_config, load_tensors, set_attention, set_layer_norm,
+                                     set_linear)
 from zoo.errors import UserError
 from zoo.vit import VisionTransformer
 
@@ -103,6 +95,17 @@ def _load_stem(model: VisionTransformer, cls_token: np.ndarray, positions: np.nd
     projection = model.patch_embedding.projection
     assign(projection.kernel, patch_weight.transpose(2, 3, 1, 0), names[2])
     assign(projection.bias, patch_bias, names[3])
+
+
+def _load_head(model: VisionTransformer, ckpt: Checkpoint, norm: str, head: str, hidden: int,
+               num_classes: int) -> None:
+    """Writes the final LayerNorm (`{norm}.weight`, `.bias`) and the classifier (`{head}.*`),
+    then refuses any tensor of the checkpoint that no weight took."""
+    set_layer_norm(model.encoder_norm, ckpt.take(f"{norm}.weight", (hidden,)),
+                   ckpt.take(f"{norm}.bias", (hidden,)), norm)
+    set_linear(model.head, ckpt.take(f"{head}.weight", (num_classes, hidden)),
+               ckpt.take(f"{head}.bias", (num_classes,)), head)
+    ckpt.check_all_used()
 
 
 def vit_from_hf(state_dict_or_path: Any, config: Any = None, *,
@@ -174,11 +177,7 @@ def vit_from_hf(state_dict_or_path: Any, config: Any = None, *,
                 [p + n + "." + suffix for p, n in zip(prefixes, _HF_BLOCK_NAMES[role])], shape)
 
         _load_block(block, get, hidden, intermediate, qkv_bias, f"vit.layers.{i}")
-    set_layer_norm(model.encoder_norm, ckpt.take("vit.layernorm.weight", (hidden,)),
-                   ckpt.take("vit.layernorm.bias", (hidden,)), "vit.layernorm")
-    set_linear(model.head, ckpt.take("classifier.weight", (num_classes, hidden)),
-               ckpt.take("classifier.bias", (num_classes,)), "classifier")
-    ckpt.check_all_used()
+    _load_head(model, ckpt, "vit.layernorm", "classifier", hidden, num_classes)
     return model
 
 
@@ -269,9 +268,5 @@ def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
 
         _load_block(block, get, int(hidden), intermediate, qkv_bias is not None,
                     f"blocks.{i}")
-    set_layer_norm(model.encoder_norm, ckpt.take("norm.weight", (hidden,)),
-                   ckpt.take("norm.bias", (hidden,)), "norm")
-    set_linear(model.head, ckpt.take("head.weight", (num_classes, hidden)),
-               ckpt.take("head.bias", (num_classes,)), "head")
-    ckpt.check_all_used()
+    _load_head(model, ckpt, "norm", "head", hidden, num_classes)
     return model

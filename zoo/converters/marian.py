@@ -44,17 +44,9 @@ from typing import Any
 import numpy as np
 
 from layers.sinusoidal_position_encoding import sinusoidal_position_encoding
-from zoo.converters._tensors import (
-    Checkpoint,
-    assign,
-    config_value,
-    keras_activation,
-    load_config,
-    load_tensors,
-    set_attention,
-    set_layer_norm,
-    set_linear,
-)
+from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_activation,
+                                     load_config, load_tensors, set_attention, set_layer_norm,
+                                     set_linear)
 from zoo.errors import UserError
 from zoo.marian_tokenizer import MarianTokenizer
 from zoo.translator import Translator

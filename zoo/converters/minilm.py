@@ -33,15 +33,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from zoo.converters._tensors import (
-    Checkpoint,
-    all_or_nothing,
-    assign,
-    load_tensors,
-    set_attention,
-    set_layer_norm,
-    set_linear,
-)
+from zoo.converters._tensors import (Checkpoint, all_or_nothing, assign, load_tensors,
+                                     set_attention, set_layer_norm, set_linear)
 from zoo.errors import UserError
 from zoo.sentence_encoder import SentenceEncoder
 
