@@ -317,7 +317,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
     import numpy as np
 
     import zoo
-    from training.image_data import load_image
+    from training.image_files import load_image
     from zoo.vit import VisionTransformer
 
     model = zoo.load(args.model, expect=VisionTransformer)
