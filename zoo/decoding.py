@@ -160,9 +160,11 @@ def greedy_search(
     def body(i, tokens, finished, scores, cache):
         current = ops.slice(tokens, [0, i], [batch_size, 1])
         logits, cache = next_logits(current, i, cache)
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        best = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
-        best_log_prob = ops.max(log_probs, axis=-1)
+        logits = ops.cast(logits, "float32")
+        # log_softmax's argmax is the logits' argmax, and the best log-probability is the best
+        # logit less the log-normaliser: no (batch, vocab) log-probabilities are written.
+        best = ops.cast(ops.argmax(logits, axis=-1), "int32")
+        best_log_prob = ops.max(logits, axis=-1) - ops.logsumexp(logits, axis=-1)
         best = ops.where(finished, pad_id, best)
         scores = scores + ops.where(finished, 0.0, best_log_prob)
         tokens = ops.slice_update(tokens, [0, i + 1], ops.expand_dims(best, 1))
@@ -228,24 +230,34 @@ def beam_search(
         current = ops.reshape(ops.slice(tokens, [0, 0, i], [batch_size, beam_size, 1]),
                               (rows, 1))
         logits, cache = next_logits(current, i, cache)
-        step = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        vocabulary = step.shape[-1]
-        step = ops.reshape(step, (batch_size, beam_size, vocabulary))
+        logits = ops.cast(logits, "float32")
+        # Two-stage selection, exactly the top `beam_size` of all beam x vocabulary
+        # candidates: the length penalty is the same for every token of a hypothesis, so a
+        # hypothesis' best continuations are its best logits, and only those `beam_size`
+        # per hypothesis compete in the second stage. Nothing of size (rows, vocabulary) is
+        # written but the logits; log-probabilities are logits less their log-normaliser.
+        per = min(beam_size, logits.shape[-1])  # continuations kept per hypothesis
+        row_logits, row_tokens = ops.top_k(logits, k=per)  # (rows, per)
+        row_log_probs = row_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+        row_log_probs = ops.reshape(row_log_probs, (batch_size, beam_size, per))
+        row_tokens = ops.reshape(ops.cast(row_tokens, "int32"), (batch_size, beam_size, per))
         # An ended hypothesis may only continue with padding, at no cost.
-        only_pad = ops.where(ops.arange(vocabulary) == pad_id, 0.0, NEVER)
-        step = ops.where(ops.expand_dims(finished, -1), only_pad, step)
-        candidate_log_probs = ops.expand_dims(log_probs, -1) + step  # (batch, beam, vocab)
+        ended = ops.expand_dims(finished, -1)
+        first = ops.expand_dims(ops.arange(per) == 0, 0)  # (1, per)
+        row_log_probs = ops.where(ended, ops.where(first, 0.0, NEVER), row_log_probs)
+        row_tokens = ops.where(ended, pad_id, row_tokens)
+        candidate_log_probs = ops.expand_dims(log_probs, -1) + row_log_probs  # (b, beam, per)
         candidate_lengths = ops.where(finished, lengths, i + 1)
         candidate_scores = candidate_log_probs / ops.expand_dims(
             length_penalty(candidate_lengths, alpha), -1)
-        flat_scores = ops.reshape(candidate_scores, (batch_size, beam_size * vocabulary))
+        flat_scores = ops.reshape(candidate_scores, (batch_size, beam_size * per))
         _, chosen = ops.top_k(flat_scores, k=beam_size)  # (batch, beam), best first
         chosen = ops.cast(chosen, "int32")
-        source_beam = chosen // vocabulary
-        token = chosen % vocabulary
+        source_beam = chosen // per
+        token = ops.take_along_axis(
+            ops.reshape(row_tokens, (batch_size, beam_size * per)), chosen, axis=1)
         log_probs = ops.take_along_axis(
-            ops.reshape(candidate_log_probs, (batch_size, beam_size * vocabulary)), chosen,
-            axis=1)
+            ops.reshape(candidate_log_probs, (batch_size, beam_size * per)), chosen, axis=1)
         tokens = ops.take_along_axis(tokens, ops.expand_dims(source_beam, -1), axis=1)
         tokens = ops.slice_update(tokens, [0, 0, i + 1], ops.expand_dims(token, -1))
         was_finished = ops.take_along_axis(finished, source_beam, axis=1)

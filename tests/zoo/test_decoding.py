@@ -130,3 +130,59 @@ def test_compiled_search_equals_eager():
 def test_bad_beam_size():
     with pytest.raises(ValueError, match="beam_size must be at least 1; got 0"):
         beam_search(lambda t, i, c: (t, c), (), 1, 0, 3, START, END)
+
+
+def _reference_beam_search(log_p, batch, beam, max_length, alpha):
+    """The one-stage search in NumPy: every hypothesis x every token scored, top `beam` kept."""
+    vocab = log_p.shape[-1]
+    tokens = np.full((batch, beam, max_length + 1), PAD)
+    tokens[:, :, 0] = START
+    scores = np.where(np.arange(beam) == 0, 0.0, -1e9)[None].repeat(batch, 0)
+    lengths = np.zeros((batch, beam), int)
+    finished = np.zeros((batch, beam), bool)
+    for i in range(max_length):
+        if finished.all():
+            break
+        step = log_p[tokens[:, :, i]]  # (batch, beam, vocab)
+        only_pad = np.where(np.arange(vocab) == PAD, 0.0, -1e9)
+        step = np.where(finished[..., None], only_pad, step)
+        candidates = scores[..., None] + step
+        candidate_lengths = np.where(finished, lengths, i + 1)
+        penalty = ((5.0 + candidate_lengths) / 6.0) ** alpha
+        flat = (candidates / penalty[..., None]).reshape(batch, -1)
+        chosen = np.argsort(-flat, axis=1, kind="stable")[:, :beam]
+        source, token = chosen // vocab, chosen % vocab
+        scores = np.take_along_axis(candidates.reshape(batch, -1), chosen, 1)
+        tokens = np.take_along_axis(tokens, source[..., None], 1)
+        tokens[:, :, i + 1] = token
+        was_finished = np.take_along_axis(finished, source, 1)
+        lengths = np.where(was_finished, np.take_along_axis(lengths, source, 1), i + 1)
+        finished = was_finished | (token == END)
+    final = scores / ((5.0 + np.maximum(lengths, 1)) / 6.0) ** alpha
+    order = np.argsort(-final, axis=1, kind="stable")
+    return (np.take_along_axis(tokens, order[..., None], 1)[:, :, 1:],
+            np.take_along_axis(final, order, 1))
+
+
+@pytest.mark.parametrize("beam", [2, 3, 5])
+def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam):
+    """The two-stage top-k (each hypothesis' best `beam` tokens, then the best of those)
+    keeps exactly what scoring all hypothesis x token candidates keeps, ended beams and the
+    length penalty included."""
+    vocab, batch, max_length = 9, 3, 6
+    rng = np.random.default_rng(beam)
+    logits = rng.normal(size=(vocab, vocab)) * 2.0
+    logits[:, END] += 1.0  # hypotheses end at different steps
+    log_p = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    table = keras.layers.Embedding(vocab, vocab)
+    table.build((None,))
+    table.set_weights([logits.astype("float32")])
+
+    def step(tokens, index, cache):
+        return table(tokens)[:, 0, :], cache
+
+    got_tokens, got_scores = beam_search(step, (ops.zeros((batch * beam, 1)),), batch, beam,
+                                         max_length, START, END, alpha=0.6)
+    want_tokens, want_scores = _reference_beam_search(log_p, batch, beam, max_length, 0.6)
+    np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(np.array(got_tokens), want_tokens)
