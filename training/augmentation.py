@@ -305,7 +305,9 @@ def compiled_augmentation(layer: keras.layers.Layer) -> Callable[..., Any]:
     >>> tuple(augment(np.zeros((8, 32, 32, 3), "uint8")).shape)
     (8, 32, 32, 3)
     """
-    compiled = compile_for_backend(lambda *inputs: layer(*inputs, training=True), layer)
+    # Not XLA on TensorFlow: some image ops (RandAugment's) have no XLA kernel.
+    compiled = compile_for_backend(lambda *inputs: layer(*inputs, training=True), layer,
+                                   jit_compile=False)
 
     def call(*inputs: Any) -> Any:
         if not layer.built:
