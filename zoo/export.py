@@ -60,9 +60,17 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     tokenizer = model.tokenizer.to_keras_hub()
     tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
     end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
-    max_length = model.default_max_length(model.max_source_length)
 
     def search(source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        # The output budget of this batch's source length, as `Translator.translate` gives
+        # (`default_max_length`), not of the longest source the model takes: the key/value
+        # cache, and every step's attention over it and beam reorder of it, are that long.
+        # The source length rounded up to a multiple of 8, as `encode_texts` pads it: the
+        # same budget, hence the same translations, as the Python API.
+        source_length = tf.cast(tf.minimum(model.max_source_length,
+                                           (tf.shape(source_ids)[1] + 7) // 8 * 8), tf.float32)
+        max_length = tf.minimum(model.max_target_length,
+                                tf.cast(tf.floor(1.5 * source_length + 10.0), tf.int32))
         tokens, scores = model.generate(source_ids, beam_size=beam_size,
                                         max_length=max_length, alpha=alpha)
         if beam_size > 1:
