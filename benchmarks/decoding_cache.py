@@ -16,12 +16,12 @@ import argparse
 import json
 import platform
 import time
-from pathlib import Path
 
 import keras
 import numpy as np
 from keras import ops
 
+from zoo.bench import results_path, write_results
 from zoo.decoding import compile_for_backend, greedy_search
 from zoo.presets import ARCHITECTURES, architectures
 from zoo.translator import Translator
@@ -94,9 +94,7 @@ def main() -> None:
         "speedup": round(t_uncached / t_cached, 2),
         "same_first_tokens": bool(np.array_equal(tokens_cached[:, :8], tokens_uncached[:, :8])),
     }
-    out = Path(__file__).parent / "results" / f"decoding_cache-{keras.backend.backend()}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(result, results_path(f"decoding_cache-{keras.backend.backend()}"))
     print(json.dumps(result, indent=2))
 
 

@@ -22,8 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared"
-                           / "data"))
+from zoo.bench_workers import DATA  # the zoo's shared data folder
 
 
 def inputs_for(name: str, model_kind: str, count: int):
@@ -58,6 +57,7 @@ def main() -> None:
     import tensorflow as tf
 
     import zoo
+    from zoo.bench import results_path, write_results
     from zoo.export import export_model
 
     kind = zoo.list_models().get(args.model, {}).get("kind") or (
@@ -80,9 +80,7 @@ def main() -> None:
                 times.append((time.perf_counter() - started) * 1000)
             result["latency_ms"][f"batch_{batch}"] = {
                 "median": round(statistics.median(times), 1), "min": round(min(times), 1)}
-    out = Path(__file__).parent / "results" / f"serving_latency-{args.model}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(result, results_path(f"serving_latency-{args.model}"))
     print(json.dumps(result, indent=2))
 
 

@@ -247,13 +247,26 @@ def versions() -> dict[str, str]:
     return found
 
 
-def default_output() -> Path:
-    """benchmarks/results/bench-<UTC date>.json beside the source tree (else the current
-    folder's benchmarks/results/)."""
+def results_path(name: str) -> Path:
+    """benchmarks/results/NAME.json beside the source tree (else under the current folder):
+    where every benchmark of the zoo writes its JSON."""
     root = Path(__file__).resolve().parents[1]
     folder = root / "benchmarks" if (root / "benchmarks").is_dir() else Path("benchmarks")
+    return folder / "results" / f"{name}.json"
+
+
+def write_results(document: dict, path: str | os.PathLike) -> Path:
+    """Writes `document` as indented JSON to `path` (its folder created); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return path
+
+
+def default_output() -> Path:
+    """benchmarks/results/bench-<UTC date>.json (see `results_path`)."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    return folder / "results" / f"bench-{stamp}.json"
+    return results_path(f"bench-{stamp}")
 
 
 def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
@@ -285,9 +298,7 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
                              timespec="seconds")),
         "results": results,
     }
-    path = Path(output) if output is not None else default_output()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    path = write_results(document, output if output is not None else default_output())
     say(format_table(results))
     say(f"wrote {path}")
     return document

@@ -342,11 +342,11 @@ def served_translation(seconds: float) -> list[dict]:
     for batch in SETTINGS["served_batches"]:
         chunks = [sentences[i:i + batch] for i in range(0, len(sentences), batch)]
 
-        def served() -> None:
+        def served(chunks: list = chunks) -> None:
             for chunk in chunks:
                 serve(sentences=tf.constant(chunk))["translations"].numpy()
 
-        def python_api() -> None:
+        def python_api(batch: int = batch) -> None:
             model.translate(sentences, beam_size=beam, batch_size=batch)
 
         for variant, step in ((f"serving_default, batch {batch}", served),

@@ -22,7 +22,6 @@ from keras import ops
 
 # Re-exported: the searches' callers compile with it (`Translator.search`).
 from training.compilation import compile_for_backend  # noqa: F401
-
 from zoo.errors import UserError
 
 NextLogits = Callable[[Any, Any, tuple], tuple[Any, tuple]]

@@ -61,16 +61,16 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
     end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
 
-    def search(source_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def budget(source_ids: tf.Tensor) -> tf.Tensor:
         # The output budget of this batch's source length, as `Translator.translate` gives
-        # (`default_max_length`), not of the longest source the model takes: the key/value
+        # it (`default_max_length` of the length rounded up to a multiple of 8, as
+        # `encode_texts` pads it), not of the longest source the model takes: the key/value
         # cache, and every step's attention over it and beam reorder of it, are that long.
-        # The source length rounded up to a multiple of 8, as `encode_texts` pads it: the
-        # same budget, hence the same translations, as the Python API.
-        source_length = tf.cast(tf.minimum(model.max_source_length,
-                                           (tf.shape(source_ids)[1] + 7) // 8 * 8), tf.float32)
-        max_length = tf.minimum(model.max_target_length,
-                                tf.cast(tf.floor(1.5 * source_length + 10.0), tf.int32))
+        padded = tf.minimum(model.max_source_length, (tf.shape(source_ids)[1] + 7) // 8 * 8)
+        return tf.minimum(model.max_target_length,
+                          tf.cast(tf.floor(1.5 * tf.cast(padded, tf.float32) + 10.0), tf.int32))
+
+    def search(source_ids: tf.Tensor, max_length: Any) -> tuple[tf.Tensor, tf.Tensor]:
         tokens, scores = model.generate(source_ids, beam_size=beam_size,
                                         max_length=max_length, alpha=alpha)
         if beam_size > 1:
@@ -87,7 +87,7 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
         pieces = pieces[:, : model.max_source_length - 1]  # long inputs are truncated
         ends = tf.fill([tf.shape(sentences)[0], 1], end_id)
         source_ids = tf.concat([tf.cast(pieces, tf.int32), ends], axis=1).to_tensor(pad_id)
-        tokens, scores = search(source_ids)
+        tokens, scores = search(source_ids, budget(source_ids))
         texts = tokenizer.detokenize(tokens)
         blank = tf.equal(tf.strings.length(tf.strings.strip(sentences)), 0)
         return {
@@ -97,7 +97,8 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(source_ids: tf.Tensor) -> dict:
-        tokens, scores = search(source_ids)
+        # Ids may come padded to any width: the budget of the longest source the model takes.
+        tokens, scores = search(source_ids, model.default_max_length(model.max_source_length))
         return {"target_ids": tokens, "scores": scores}
 
     return translate, translate_ids, tokenizer
