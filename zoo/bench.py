@@ -135,9 +135,11 @@ def run_worker(job: Job, seconds: float, timeout: float = 900.0) -> list[dict]:
 
 def run_rounds(jobs: Sequence[Job], rounds: int,
                runner: Callable[[Job], list[dict]],
-               say: Callable[[str], None] = print) -> list[dict]:
+               say: Callable[[str], None] = print,
+               after_round: Callable[[int, list[dict]], None] | None = None) -> list[dict]:
     """Runs every job once per round, the rounds interleaved (job 1, 2, ..., 1, 2, ...), and
-    keeps each (job, variant)'s best rate.
+    keeps each (job, variant)'s best rate. `after_round(rounds_done, results)` is called
+    after each round (the bench writes its JSON then: a run cut short keeps its rounds).
 
     Returns:
         One dict per (job, variant): `work`, `system`, `backend`, `rate` (the best round),
@@ -171,11 +173,21 @@ def run_rounds(jobs: Sequence[Job], rounds: int,
                 if entry["rate"] is None or rate > entry["rate"]:
                     entry["rate"] = rate
         say(f"round {round_index + 1}/{rounds} done")
-    for entry in best.values():
+        if after_round is not None:
+            after_round(round_index + 1, _final(best.values()))
+    return _final(best.values())
+
+
+def _final(entries: Iterable[dict]) -> list[dict]:
+    """Copies of the entries; one that has a rate keeps no error of a failed round."""
+    results = []
+    for entry in entries:
+        entry = dict(entry, rounds=list(entry["rounds"]))
         if entry["rate"] is not None:
             entry.pop("error", None)
             entry.pop("skipped", None)
-    return list(best.values())
+        results.append(entry)
+    return results
 
 
 def zoo_reference(results: Iterable[dict], work: str, variant: Any = None) -> float | None:
@@ -287,18 +299,24 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
     """
     jobs = plan(works, available, say)
     runner = runner or (lambda job: run_worker(job, seconds))
-    results = run_rounds(jobs, rounds, runner, say)
-    document = {
-        "device": device(),
-        "versions": versions(),
-        "settings": dict(SETTINGS, rounds=rounds, seconds=seconds, works=list(works),
-                         command="zoo bench " + " ".join(f"--work {w}" for w in works)
-                         + f" --rounds {rounds} --seconds {seconds:g}",
-                         date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-                             timespec="seconds")),
-        "results": results,
-    }
-    path = write_results(document, output if output is not None else default_output())
+    path = Path(output) if output is not None else default_output()
+    settings = dict(SETTINGS, rounds=rounds, seconds=seconds, works=list(works),
+                    command="zoo bench " + " ".join(f"--work {w}" for w in works)
+                    + f" --rounds {rounds} --seconds {seconds:g}",
+                    date=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                        timespec="seconds"))
+    document: dict = {}
+
+    def write(rounds_done: int, results: list[dict]) -> None:
+        document.clear()
+        document.update({"device": device(), "versions": versions(),
+                         "settings": dict(settings, rounds_done=rounds_done),
+                         "results": results})
+        write_results(document, path)
+
+    results = run_rounds(jobs, rounds, runner, say, after_round=write)
+    if not jobs:
+        write(rounds, results)
     say(format_table(results))
     say(f"wrote {path}")
     return document

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from zoo import bench
-from zoo.bench import Job, WORKS
+from zoo.bench import WORKS, Job
 
 
 def _fake_runner(rates: dict, calls: list):
@@ -58,7 +58,7 @@ def test_bench_interleaves_rounds_keeps_the_best_and_skips_missing_peers(tmp_pat
     written = json.loads(output.read_text())
     assert written == document
     assert set(written) == {"device", "versions", "settings", "results"}
-    assert written["settings"]["rounds"] == 3
+    assert written["settings"]["rounds"] == 3 and written["settings"]["rounds_done"] == 3
     assert "python" in written["versions"]
     for result in written["results"]:
         assert {"work", "system", "backend", "rate", "unit"} <= set(result)
@@ -119,3 +119,22 @@ def test_zoo_bench_help_imports_no_backend():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)
     assert "--rounds" in result.stdout and "heavy []" in result.stdout, result.stderr
+
+
+def test_a_run_cut_short_keeps_the_rounds_it_finished(tmp_path):
+    calls: list[Job] = []
+
+    def runner(job: Job) -> list[dict]:
+        calls.append(job)
+        if len(calls) == 4:  # the first job of round 2
+            raise KeyboardInterrupt
+        return [{"rate": float(len(calls))}]
+
+    output = tmp_path / "bench.json"
+    with pytest.raises(KeyboardInterrupt):
+        bench.bench(["mt-beam4"], rounds=3, output=output, runner=runner,
+                    available=lambda system: [] if system != "ctranslate2" else ["x"],
+                    say=lambda line: None)
+    written = json.loads(output.read_text())
+    assert written["settings"]["rounds_done"] == 1
+    assert [r["rate"] for r in written["results"]] == [1.0, 2.0, 3.0]
