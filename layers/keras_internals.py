@@ -8,7 +8,7 @@ model. Known to work with Keras 3.15 (the version pyproject.toml pins).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import keras
 
@@ -67,6 +67,41 @@ def uses_weight_decay(optimizer: keras.optimizers.Optimizer, variable: Any) -> b
     return bool(optimizer._use_weight_decay(variable))
 
 
-# The optimizer hook `training.optimizers.SelectiveDecayAdamW` overrides (a protected method
-# of keras.optimizers.Optimizer, called once per step with the trained variables).
+# The optimizer hook Keras calls once per step with the trained variables, to apply the
+# decoupled weight decay (a protected method of keras.optimizers.Optimizer). Override it
+# through `weight_decay_hook`, never by name.
 APPLY_WEIGHT_DECAY_HOOK = "_apply_weight_decay"
+
+
+def weight_decay_hook(method_name: str) -> Callable[[type], type]:
+    """Class decorator for an optimizer class: Keras' per-step weight-decay hook
+    (`APPLY_WEIGHT_DECAY_HOOK`) calls `self.<method_name>(variables, keras_decay)` instead,
+    where `keras_decay(variables)` applies the decay the parent class would.
+
+    Raises:
+        TypeError: at decoration, if the class has no such Keras hook (a Keras upgrade
+            renamed it) or no method `method_name`.
+
+    Example:
+    >>> @weight_decay_hook("decay")
+    ... class NoDecay(keras.optimizers.AdamW):
+    ...     def decay(self, variables, keras_decay):
+    ...         pass  # never decays
+    """
+
+    def decorate(cls: type) -> type:
+        if not callable(getattr(cls, APPLY_WEIGHT_DECAY_HOOK, None)):
+            raise TypeError(f"{cls.__name__} has no Keras weight-decay hook "
+                            f"{APPLY_WEIGHT_DECAY_HOOK!r} (has Keras changed?)")
+        if not callable(getattr(cls, method_name, None)):
+            raise TypeError(f"{cls.__name__} has no method {method_name!r}")
+
+        def hook(self: Any, variables: list) -> Any:
+            keras_decay = getattr(super(cls, self), APPLY_WEIGHT_DECAY_HOOK)
+            return getattr(self, method_name)(variables, keras_decay)
+
+        hook.__name__ = hook.__qualname__ = APPLY_WEIGHT_DECAY_HOOK
+        setattr(cls, APPLY_WEIGHT_DECAY_HOOK, hook)
+        return cls
+
+    return decorate

@@ -15,7 +15,11 @@ from typing import Any, Mapping, Sequence
 
 import keras
 
-from layers.keras_internals import optimizer_variable_index, uses_weight_decay
+from layers.keras_internals import (
+    optimizer_variable_index,
+    uses_weight_decay,
+    weight_decay_hook,
+)
 from training.schedules import InverseSqrtWarmup
 
 # Substrings of a variable's path (e.g. "vit/block_0/layer_norm_1/gamma") that exclude it
@@ -56,6 +60,7 @@ def transformer_adam(
 
 
 @keras.saving.register_keras_serializable(package="zoo")
+@weight_decay_hook("_decay_weights")
 class SelectiveDecayAdamW(keras.optimizers.AdamW):
     """AdamW that skips weight decay on variables whose path contains a keyword, and can
     scale the learning rate per variable (layer-wise learning-rate decay for fine-tuning).
@@ -117,7 +122,7 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
                     f"learning-rate multipliers name variables that are not trained: "
                     f"{unknown[:3]}{' ...' if len(unknown) > 3 else ''}")
             # `_multiplier_of_index` is indexed like the optimizer's slots:
-            # `_get_variable_index` finds a variable's.
+            # `optimizer_variable_index` finds a variable's.
         super().build(var_list)
 
     def _multiplier(self, variable: Any) -> float:
@@ -127,9 +132,10 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
 
     def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         if self._multiplier_of_index:
-            # The decay is applied here, per variable, instead of in `_apply_weight_decay`:
-            # this runs in the per-variable update context of every backend (tf.distribute
-            # included), and the decay follows the variable's scaled rate.
+            # The decay is applied here, per variable, instead of in Keras' weight-decay
+            # step (`_decay_weights`): this runs in the per-variable update context of every
+            # backend (tf.distribute included), and the decay follows the variable's scaled
+            # rate.
             learning_rate = keras.ops.multiply(
                 keras.ops.cast(learning_rate, variable.dtype),
                 keras.ops.cast(self._multiplier(variable), variable.dtype))
@@ -138,9 +144,11 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
                 self.assign(variable, variable - variable * decay)
         super().update_step(gradient, variable, learning_rate)
 
-    def _apply_weight_decay(self, variables: list) -> None:
+    def _decay_weights(self, variables: list, keras_decay: Any) -> None:
+        """Keras' per-step weight decay of all `variables` (routed here by
+        `weight_decay_hook`); `keras_decay` is AdamW's own."""
         if not self._multiplier_of_index:  # otherwise `update_step` decays
-            super()._apply_weight_decay(variables)
+            keras_decay(variables)
 
     def get_config(self) -> dict:
         config = super().get_config()

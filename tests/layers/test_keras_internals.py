@@ -5,6 +5,7 @@ from __future__ import annotations
 import h5py
 import keras
 import numpy as np
+import pytest
 
 from layers.keras_internals import (
     APPLY_WEIGHT_DECAY_HOOK,
@@ -13,6 +14,7 @@ from layers.keras_internals import (
     saved_weight_paths,
     untrack_layers,
     uses_weight_decay,
+    weight_decay_hook,
 )
 
 
@@ -92,3 +94,33 @@ def test_the_weight_decay_hook_exists_and_is_called(monkeypatch):
     model.compile(optimizer=Spy(weight_decay=0.1), loss="mse")
     model.fit(np.ones((4, 3)), np.ones((4, 2)), epochs=1, batch_size=4, verbose=0)
     assert calls and calls[0] == len(model.trainable_variables)
+
+
+def test_weight_decay_hook_routes_keras_decay_step_to_the_named_method():
+    calls = []
+
+    @weight_decay_hook("decay")
+    class Routed(keras.optimizers.AdamW):
+        def decay(self, variables, keras_decay):
+            calls.append(len(variables))
+            if self.apply_keras_decay:
+                keras_decay(variables)
+
+    def step(apply_keras_decay: bool) -> np.ndarray:
+        variable = keras.Variable(np.ones(3, "float32"))
+        optimizer = Routed(learning_rate=0.1, weight_decay=0.5)
+        optimizer.apply_keras_decay = apply_keras_decay
+        optimizer.apply_gradients([(np.zeros(3, "float32"), variable)])
+        return np.asarray(keras.ops.convert_to_numpy(variable))
+
+    # Zero gradients: Adam's step is 0, only the decay acts (1 - lr * wd = 0.95).
+    np.testing.assert_allclose(step(True), 0.95, rtol=1e-6)
+    np.testing.assert_array_equal(step(False), 1.0)
+    assert calls == [1, 1]
+
+
+def test_weight_decay_hook_refuses_a_class_without_the_hook_or_the_method():
+    with pytest.raises(TypeError, match="no method 'missing'"):
+        weight_decay_hook("missing")(type("A", (keras.optimizers.AdamW,), {}))
+    with pytest.raises(TypeError, match="weight-decay hook"):
+        weight_decay_hook("decay")(type("B", (), {"decay": lambda self, v, d: None}))
