@@ -179,9 +179,16 @@ def run_rounds(jobs: Sequence[Job], rounds: int,
 
 
 def _final(entries: Iterable[dict]) -> list[dict]:
-    """Copies of the entries; one that has a rate keeps no error of a failed round."""
+    """Copies of the entries; one that has a rate keeps no error of a failed round, and a
+    job whose variants gave rates loses the entry of its failed rounds."""
+    entries = list(entries)
+    measured = {(e["work"], e["system"], e["backend"]) for e in entries
+                if e["rate"] is not None}
     results = []
     for entry in entries:
+        if (entry["rate"] is None and "variant" not in entry
+                and (entry["work"], entry["system"], entry["backend"]) in measured):
+            continue
         entry = dict(entry, rounds=list(entry["rounds"]))
         if entry["rate"] is not None:
             entry.pop("error", None)

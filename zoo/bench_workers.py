@@ -321,6 +321,7 @@ def served_translation(seconds: float) -> list[dict]:
     """The shipped translator exported (beam 4) and loaded as a server would, against the
     Python API (`Translator.translate`), on the same sentences at batch 1 and 32."""
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops the export holds)
 
     import zoo
     from zoo.export import export_model

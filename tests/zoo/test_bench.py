@@ -79,11 +79,11 @@ def test_a_job_that_never_measures_says_why_and_has_no_rate():
     assert "| failed |" in bench.format_table(results)
 
 
-def test_variants_are_kept_apart():
-    results = bench.run_rounds(
-        [Job("mt-served", "zoo", "tensorflow")], 2,
-        lambda job: [{"variant": "batch 1", "rate": 2.0}, {"variant": "batch 32", "rate": 20.0}],
-        say=lambda line: None)
+def test_variants_are_kept_apart_and_a_failed_round_leaves_no_row():
+    outcomes = [[{"error": "exit status 1: boom"}],
+                [{"variant": "batch 1", "rate": 2.0}, {"variant": "batch 32", "rate": 20.0}]]
+    results = bench.run_rounds([Job("mt-served", "zoo", "tensorflow")], 2,
+                               lambda job: outcomes.pop(0), say=lambda line: None)
     assert [(r["variant"], r["rate"]) for r in results] == [("batch 1", 2.0), ("batch 32", 20.0)]
 
 
