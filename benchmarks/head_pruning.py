@@ -83,8 +83,7 @@ def main() -> None:
         if len(removed.get(block, [])) + 1 >= heads_per_block[block]:
             continue  # keep one head per block
         removed.setdefault(block, []).append(head)
-        pruned = zoo.load(args.model)
-        pruned.prune_heads(removed)
+        pruned = model.prune_heads(removed)  # a new model; `model` stays unpruned
         rows.append({"heads_removed": sum(len(h) for h in removed.values()),
                      "accuracy": accuracy(pruned, images, labels),
                      "parameters": int(pruned.count_params())})

@@ -8,7 +8,7 @@ model. Known to work with Keras 3.15 (the version pyproject.toml pins).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import keras
 
@@ -23,17 +23,6 @@ def keras_mask(tensor: Any) -> Any | None:
     from keras.src.backend.common.masking import get_keras_mask
 
     return get_keras_mask(tensor)
-
-
-def untrack_layers(layer: keras.layers.Layer, sublayers: Iterable[keras.layers.Layer]) -> None:
-    """Stops `layer` tracking `sublayers`, so that their variables leave `layer.weights` and
-    saved files (for rebuilding a layer's projections in place, as head pruning does).
-
-    Uses `Layer._tracker.unlock()` and the `Layer._layers` list.
-    """
-    layer._tracker.unlock()
-    for sublayer in sublayers:
-        layer._layers.remove(sublayer)
 
 
 def saved_weight_paths(model: keras.Model) -> dict[str, Any]:

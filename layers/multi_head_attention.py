@@ -28,7 +28,7 @@ from layers.chunked_attention import (
     sliding_window_mask,
 )
 from layers.initializers import clone_initializer
-from layers.keras_internals import keras_mask, untrack_layers
+from layers.keras_internals import keras_mask
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -479,26 +479,6 @@ class MultiHeadAttention(keras.layers.Layer):
         """The query, value and key shapes this layer was built for (batch, length unknown)."""
         return tuple((None, None, size) for size in (
             self._query_dim, self._value_input_dim, self._key_input_dim))
-
-    def prune_heads(self, heads: Sequence[int]) -> None:
-        """Removes the given heads in place: this layer becomes what `pruned(heads)` returns.
-
-        For a layer inside a built model, which keeps its place there. Replacing the
-        projections of a built layer needs Keras' private tracker
-        (`layers.keras_internals.untrack_layers`); where a new layer will do, use `pruned`.
-
-        Args:
-            heads: indices of the heads to remove, in `[0, num_heads)`.
-        """
-        smaller = self.pruned(heads)
-        # The old projections leave `self.weights` and saved files; `build` makes new ones
-        # at the new head count, which take the pruned layer's weights.
-        untrack_layers(self, (self.query_dense, self.key_dense, self.value_dense,
-                              self.output_dense))
-        self.num_heads = smaller.num_heads
-        self.built = False
-        self.build(*self._input_shapes())
-        self.set_weights(smaller.get_weights())
 
     def get_config(self) -> dict:
         config = super().get_config()

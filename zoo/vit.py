@@ -25,7 +25,7 @@ from layers.class_token import ClassToken
 from layers.convolutional_stem import ConvolutionalStem
 from layers.patch_embedding import PatchEmbedding
 from layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
-from layers.transformer_encoder import TransformerEncoderBlock
+from layers.transformer_encoder import TransformerEncoderBlock, head_size
 from layers.validation import image_size_pair, is_int, positive_int
 from zoo.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.errors import UserError
@@ -38,6 +38,22 @@ POOLINGS = ("cls", "gap")
 
 def _is_index(value: Any, size: int) -> bool:
     return is_int(value) and 0 <= value < size
+
+
+def _check_pruned_heads(pruned_heads: Mapping[Any, Sequence[Any]], num_layers: int,
+                        num_heads: int) -> None:
+    """Raises a UserError unless `pruned_heads` names blocks and heads that exist and leaves
+    each block at least one head."""
+    for block, heads in pruned_heads.items():
+        if not _is_index(block, num_layers):
+            raise UserError(
+                f"block index {block!r} is out of range for {num_layers} blocks")
+        bad = [h for h in heads if not _is_index(h, num_heads)]
+        if bad:
+            raise UserError(f"heads {bad} of block {block} are out of range for "
+                            f"{num_heads} heads")
+        if len(set(heads)) >= num_heads:
+            raise UserError(f"cannot remove all {num_heads} heads of block {block}")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -65,9 +81,10 @@ class VisionTransformer(keras.Model):
         include_rescaling: map inputs from 0..255 to [-1, 1]; False for inputs already
             normalised.
         num_channels: channels of the input images.
-        pruned_heads: `{block_index: [head, ...]}` of heads removed by `prune_heads`, in the
-            original head numbering (written by `prune_heads`; kept so that a pruned model
-            saves and loads).
+        pruned_heads: `{block_index: [head, ...]}` of heads removed (by `prune_heads`), in the
+            original head numbering: the attention of each listed block is built with the
+            heads left (`num_heads` minus those, each of size `hidden_dim / num_heads`).
+            Written by `prune_heads`, so that a pruned model saves and loads.
         stem_filters: the hybrid ViT of the paper's section 3.1: channels of stride-2 3 x 3
             convolutions (batch norm, ReLU) that run before the patch embedding (Xiao et al.,
             2021). `patch_size` stays the patch side in image pixels, so the token grid is
@@ -158,6 +175,7 @@ class VisionTransformer(keras.Model):
         self.num_channels = num_channels
         self.pruned_heads = {int(b): sorted({int(h) for h in heads})
                              for b, heads in (pruned_heads or {}).items() if heads}
+        _check_pruned_heads(self.pruned_heads, num_layers, num_heads)
         self.num_prefix_tokens = 1 if pooling == "cls" else 0
 
         # Preprocessing in float32 whatever the policy: pixel values need the precision.
@@ -190,16 +208,18 @@ class VisionTransformer(keras.Model):
             dtype=policy, name="position_embedding")
         self.embedding_dropout = keras.layers.Dropout(
             self.dropout, dtype=policy, name="embedding_dropout")
-        self.encoder_blocks = [
-            TransformerEncoderBlock(
-                num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=self.dropout,
-                attention_dropout=self.attention_dropout, activation="gelu",
-                normalize_first=True, layer_norm_epsilon=self.layer_norm_epsilon,
-                attention_window=attention_window, global_tokens=global_tokens,
-                attention_block_size=attention_block_size, dtype=policy,
-                name=f"encoder_block_{i}")
-            for i in range(num_layers)
-        ]
+        self.encoder_blocks = []
+        for i in range(num_layers):
+            # A block with pruned heads has fewer heads of the unpruned size.
+            pruned = len(self.pruned_heads.get(i, ()))
+            self.encoder_blocks.append(TransformerEncoderBlock(
+                num_heads=num_heads - pruned, intermediate_dim=intermediate_dim,
+                key_dim=head_size(hidden_dim, num_heads, None) if pruned else None,
+                dropout=self.dropout, attention_dropout=self.attention_dropout,
+                activation="gelu", normalize_first=True,
+                layer_norm_epsilon=self.layer_norm_epsilon, attention_window=attention_window,
+                global_tokens=global_tokens, attention_block_size=attention_block_size,
+                dtype=policy, name=f"encoder_block_{i}"))
         # As the blocks checked and stored them.
         self.attention_window = self.encoder_blocks[0].attention_window
         self.global_tokens = self.encoder_blocks[0].global_tokens
@@ -238,7 +258,6 @@ class VisionTransformer(keras.Model):
             features = self.representation_size
         self.head.build((None, features))
         self.built = True
-        self._prune_blocks(self.pruned_heads, already_pruned={})
 
     # ------------------------------------------------------------------ forward pass
     def _preprocess(self, images: Any) -> Any:
@@ -390,15 +409,21 @@ class VisionTransformer(keras.Model):
             new.assign(ops.cast(value, new.dtype))
         return model
 
-    def prune_heads(self, heads_to_prune: Mapping[int, Sequence[int]]) -> None:
-        """Removes attention heads, in place (see `MultiHeadAttention.prune_heads`).
+    def prune_heads(self, heads_to_prune: Mapping[int, Sequence[int]]) -> "VisionTransformer":
+        """A new model without the given attention heads; this one is left unchanged.
 
-        Heads are numbered as in the unpruned model; heads already pruned are skipped. The
-        config records the pruned heads (`pruned_heads`), so the pruned model saves and
-        loads. Compile the model again before training it further.
+        The new model is made by `from_config` with the merged `pruned_heads` (so that it
+        saves and loads), and given this model's weights: each pruned block's attention
+        takes the kept heads' weights (`MultiHeadAttention.pruned`), whose outputs stay as
+        they were; all other weights are copied. Heads are numbered as in the unpruned
+        model; heads already pruned are skipped. Like `with_image_size`, the new model is
+        not compiled: compile it before training it further.
 
         Args:
             heads_to_prune: `{block_index: [head, ...]}`.
+
+        Returns:
+            A new `VisionTransformer`: `model = model.prune_heads({0: [2, 5]})`.
 
         Raises:
             ValueError: for a block index or head out of range, or pruning every head of a
@@ -407,31 +432,29 @@ class VisionTransformer(keras.Model):
         merged = {b: list(h) for b, h in self.pruned_heads.items()}
         for block, heads in heads_to_prune.items():
             merged[block] = list(heads) + merged.get(block, [])
-        self._prune_blocks(merged, already_pruned=self.pruned_heads)
-        self.pruned_heads = {b: sorted(set(h)) for b, h in merged.items() if h}
-        # Compiled functions captured the old variables.
-        self.train_function = self.test_function = self.predict_function = None
-
-    def _prune_blocks(self, target: Mapping[int, Sequence[int]],
-                      already_pruned: Mapping[int, Sequence[int]]) -> None:
-        """Prunes each block down to `target`'s heads removed, given those already gone."""
-        for block, heads in target.items():
-            if not _is_index(block, self.num_layers):
-                raise UserError(
-                    f"block index {block!r} is out of range for {self.num_layers} blocks")
-            bad = [h for h in heads if not _is_index(h, self.num_heads)]
-            if bad:
-                raise UserError(f"heads {bad} of block {block} are out of range for "
-                                f"{self.num_heads} heads")
-            if len(set(heads)) >= self.num_heads:
-                raise UserError(f"cannot remove all {self.num_heads} heads of block {block}")
-        for block, heads in target.items():
-            gone = set(already_pruned.get(block, []))
+        _check_pruned_heads(merged, self.num_layers, self.num_heads)
+        model = type(self).from_config({**self.get_config(), "pruned_heads": merged})
+        sources = []  # per block, the attention layer whose weights the new block takes
+        for block, old in enumerate(self.encoder_blocks):
+            gone = set(self.pruned_heads.get(block, []))
             remaining = [h for h in range(self.num_heads) if h not in gone]
-            new = sorted(set(heads) - gone)
-            if new:
-                attention = self.encoder_blocks[block].self_attention
-                attention.prune_heads([remaining.index(h) for h in new])
+            new = sorted(set(merged.get(block, [])) - gone)
+            attention = old.self_attention
+            sources.append(attention.pruned([remaining.index(h) for h in new])
+                           if new else attention)
+        old_attention = {id(w) for b in self.encoder_blocks for w in b.self_attention.weights}
+        new_attention = {id(w) for b in model.encoder_blocks for w in b.self_attention.weights}
+        pairs = list(zip([w for w in self.weights if id(w) not in old_attention],
+                         [w for w in model.weights if id(w) not in new_attention]))
+        for source, block in zip(sources, model.encoder_blocks):
+            pairs += zip(source.weights, block.self_attention.weights)
+        for old, new in pairs:
+            if tuple(old.shape) != tuple(new.shape):
+                raise ValueError(
+                    f"cannot copy weight {old.path} of shape {tuple(old.shape)} to "
+                    f"{new.path} of shape {tuple(new.shape)}")
+            new.assign(ops.cast(old, new.dtype))
+        return model
 
     # ------------------------------------------------------------------ config, presets
     @classmethod

@@ -12,7 +12,6 @@ from layers.keras_internals import (
     keras_mask,
     optimizer_variable_index,
     saved_weight_paths,
-    untrack_layers,
     uses_weight_decay,
     weight_decay_hook,
 )
@@ -32,17 +31,6 @@ def test_keras_mask_is_the_mask_keras_masking_attached():
     inputs = keras.Input((3,), dtype="int32")
     symbolic = keras.layers.Embedding(10, 4, mask_zero=True)(inputs)
     assert tuple(keras_mask(symbolic).shape) == (None, 3)
-
-
-def test_untracked_sublayers_leave_the_weights():
-    outer = keras.layers.Layer()
-    inner, kept = keras.layers.Dense(2), keras.layers.Dense(3)
-    outer.inner, outer.kept = inner, kept
-    inner.build((None, 4))
-    kept.build((None, 4))
-    assert len(outer.weights) == 4
-    untrack_layers(outer, [inner])
-    assert [id(w) for w in outer.weights] == [id(w) for w in kept.weights]
 
 
 def test_saved_weight_paths_are_the_keys_save_weights_writes(tmp_path):

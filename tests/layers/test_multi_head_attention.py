@@ -127,7 +127,7 @@ def test_pruned_heads_keep_the_others_output():
     expected = np.array(layer(QUERY, VALUE))
     _, scores_before = layer(QUERY, VALUE, return_attention_scores=True)
     layer.set_weights(weights)
-    layer.prune_heads([3, 1])
+    layer = layer.pruned([3, 1])
     assert layer.num_heads == 2 and layer.get_config()["num_heads"] == 2
     assert len(layer.weights) == 8
     assert tuple(layer.query_dense.kernel.shape) == (16, 2, 8)
@@ -138,10 +138,11 @@ def test_pruned_heads_keep_the_others_output():
 
 
 def test_pruned_layer_saves_and_reloads(tmp_path):
-    layer = MultiHeadAttention(num_heads=4, key_dim=8)
+    unpruned = MultiHeadAttention(num_heads=4, key_dim=8)
+    unpruned(QUERY)
+    layer = unpruned.pruned([0])
     inputs = keras.Input((5, 16))
     model = keras.Model(inputs, layer(inputs))
-    layer.prune_heads([0])
     # Rebuild a model from the pruned layer's config and weights, as a user would.
     fresh = MultiHeadAttention.from_config(layer.get_config())
     fresh(QUERY)
@@ -154,7 +155,7 @@ def test_pruned_layer_saves_and_reloads(tmp_path):
     np.testing.assert_allclose(np.array(loaded(QUERY)), np.array(model(QUERY)), atol=1e-6)
 
 
-def test_pruned_is_a_new_layer_equal_to_pruning_in_place():
+def test_pruned_is_a_new_layer_and_pruning_in_steps_is_pruning_at_once():
     layer = MultiHeadAttention(num_heads=4, key_dim=8)
     layer(QUERY, VALUE)
     before = layer.get_weights()
@@ -165,11 +166,13 @@ def test_pruned_is_a_new_layer_equal_to_pruning_in_place():
     assert smaller.get_config() == {**layer.get_config(), "num_heads": 2}
     assert [tuple(w.shape) for w in smaller.weights] == [
         (16, 2, 8), (2, 8), (16, 2, 8), (2, 8), (16, 2, 8), (2, 8), (2, 8, 16), (16,)]
-    layer.prune_heads([1, 3])
-    for in_place, new in zip(layer.get_weights(), smaller.get_weights()):
-        np.testing.assert_array_equal(in_place, new)
+    # Heads 0 1 2 3 -> without 3: 0 1 2 -> without its second (head 1): 0 2.
+    in_steps = layer.pruned([3]).pruned([1])
+    assert in_steps.get_config() == smaller.get_config()
+    for stepwise, new in zip(in_steps.get_weights(), smaller.get_weights()):
+        np.testing.assert_array_equal(stepwise, new)
     np.testing.assert_array_equal(np.array(smaller(QUERY, VALUE)),
-                                  np.array(layer(QUERY, VALUE)))
+                                  np.array(in_steps(QUERY, VALUE)))
 
 
 def test_scores_are_float32_under_mixed_float16():
@@ -200,15 +203,15 @@ def test_cache_index_past_the_cache_length():
         layer(QUERY[:, :1], cache=cache, cache_update_index=4)
 
 
-def test_prune_heads_out_of_range():
+def test_pruned_heads_out_of_range():
     with pytest.raises(ValueError, match="needs a built layer"):
         MultiHeadAttention(num_heads=2, key_dim=8).pruned([0])
     layer = MultiHeadAttention(num_heads=2, key_dim=8)
     layer(QUERY)
     with pytest.raises(ValueError, match=r"heads \[5\] are out of range"):
-        layer.prune_heads([5])
+        layer.pruned([5])
     with pytest.raises(ValueError, match="all 2 heads"):
-        layer.prune_heads([0, 1])
+        layer.pruned([0, 1])
     with pytest.raises(ValueError, match="all 2 heads"):
         layer.pruned([1, 0, 1])
     assert layer.num_heads == 2 and len(layer.weights) == 8

@@ -378,28 +378,46 @@ def test_pruned_model_equals_the_model_with_zeroed_head_outputs():
     heads = {0: [1, 3], 1: [0]}
     reference = zero_output_rows(model, heads)
     full_count = model.count_params()
-    model.prune_heads(heads)
-    assert model.get_config()["pruned_heads"] == {0: [1, 3], 1: [0]}
-    assert [b.self_attention.num_heads for b in model.encoder_blocks] == [2, 3]
+    unpruned = numpy(model(x))
+    pruned = model.prune_heads(heads)
+    assert isinstance(pruned, VisionTransformer) and pruned is not model
+    assert pruned.get_config()["pruned_heads"] == {0: [1, 3], 1: [0]}
+    assert [b.self_attention.num_heads for b in pruned.encoder_blocks] == [2, 3]
+    assert [b.self_attention.key_dim for b in pruned.encoder_blocks] == [4, 4]
     # Per head: q, k, v kernels (16 x 4) and biases (4), and 4 rows of the output kernel.
-    assert full_count - model.count_params() == 3 * (4 * 16 * 4 + 3 * 4)
-    np.testing.assert_allclose(numpy(model(x)), numpy(reference(x)), atol=1e-5)
+    assert full_count - pruned.count_params() == 3 * (4 * 16 * 4 + 3 * 4)
+    np.testing.assert_allclose(numpy(pruned(x)), numpy(reference(x)), atol=1e-5)
+    # The model pruned from is left as it was.
+    assert model.pruned_heads == {} and model.count_params() == full_count
+    np.testing.assert_array_equal(numpy(model(x)), unpruned)
+
+
+def test_pruned_heads_config_builds_the_smaller_attention_directly():
+    """A config with `pruned_heads` (as saved, JSON keys are strings) builds each block's
+    attention with the heads left, at the unpruned head size."""
+    model = VisionTransformer.from_config(
+        {**tiny().get_config(), "pruned_heads": {"0": [3, 1], "1": []}})
+    assert model.pruned_heads == {0: [1, 3]}
+    attention = [b.self_attention for b in model.encoder_blocks]
+    assert [(a.num_heads, a.key_dim) for a in attention] == [(2, 4), (4, 4)]
+    assert tuple(attention[0].query_dense.kernel.shape) == (16, 2, 4)
+    assert tuple(attention[0].output_dense.kernel.shape) == (2, 4, 16)
 
 
 def test_pruning_again_uses_the_original_head_numbers():
     model = tiny()
     x = images(2)
     reference = zero_output_rows(model, {0: [1, 2, 3]})
-    model.prune_heads({0: [3]})
-    model.prune_heads({0: [1, 2, 3]})  # 3 is already gone and skipped
+    once = model.prune_heads({0: [3]})
+    assert once.pruned_heads == {0: [3]}
+    model = once.prune_heads({0: [1, 2, 3]})  # 3 is already gone and skipped
     assert model.pruned_heads == {0: [1, 2, 3]}
     assert model.encoder_blocks[0].self_attention.num_heads == 1
     np.testing.assert_allclose(numpy(model(x)), numpy(reference(x)), atol=1e-5)
 
 
 def test_pruned_model_saves_loads_and_changes_size(tmp_path):
-    model = tiny()
-    model.prune_heads({1: [0, 2]})
+    model = tiny().prune_heads({1: [0, 2]})
     model.save(tmp_path / "pruned.keras")
     loaded = keras.saving.load_model(tmp_path / "pruned.keras")
     assert loaded.pruned_heads == {1: [0, 2]}
@@ -414,7 +432,7 @@ def test_pruned_model_saves_loads_and_changes_size(tmp_path):
 def test_pruned_model_trains_after_compiling_again():
     model = tiny()
     fit_one_step(model, images(4), num_classes=5)
-    model.prune_heads({0: [0]})
+    model = model.prune_heads({0: [0]})
     assert np.isfinite(fit_one_step(model, images(4), num_classes=5))
 
 
@@ -426,6 +444,8 @@ def test_prune_heads_rejects_bad_requests(heads, match):
     with pytest.raises(ValueError, match=match):
         model.prune_heads(heads)
     assert model.pruned_heads == {}
+    with pytest.raises(ValueError, match=match):  # the same checks for a config
+        VisionTransformer(**TINY, pruned_heads=heads)
 
 
 # --- mixed precision ------------------------------------------------------------------------
