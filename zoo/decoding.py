@@ -190,8 +190,12 @@ def beam_search(
 
     Every hypothesis is scored by log P(y | x) / lp(|y|) with the GNMT penalty `lp`, at every
     step, so that ended hypotheses (whose score no longer changes) compete fairly with those
-    still growing. An ended hypothesis is carried along unchanged; the loop stops once every
-    hypothesis of every sequence has ended, or after `max_length` tokens. With
+    still growing. An ended hypothesis is carried along unchanged. A sequence is done once
+    every hypothesis has ended, or once its best ended hypothesis beats the best score any
+    live one can still reach (its log-probability only falls, and the length penalty is
+    largest at `max_length`): the best hypothesis is then final, as the same search run to the
+    end would return it. The loop stops when every sequence is done, or after `max_length`
+    tokens; the hypotheses after the best may then be unfinished (as at `max_length`). With
     `beam_size=1` this is exactly greedy search.
 
     Args:
@@ -222,8 +226,16 @@ def beam_search(
     lengths = ops.zeros((batch_size, beam_size), "int32")
     finished = ops.zeros((batch_size, beam_size), "bool")
 
+    # Below every reachable score, even a hypothesis that starts with NEVER.
+    nothing = 2.0 * NEVER
+    most_penalty = length_penalty(max_length, alpha)
+
     def cond(i, tokens, log_probs, lengths, finished, cache):
-        return ops.logical_and(i < max_length, ops.logical_not(ops.all(finished)))
+        scores = log_probs / length_penalty(ops.maximum(lengths, 1), alpha)
+        best_ended = ops.max(ops.where(finished, scores, nothing), axis=1)
+        best_reachable = ops.max(ops.where(finished, nothing, log_probs / most_penalty), axis=1)
+        done = ops.logical_or(ops.all(finished, axis=1), best_ended > best_reachable)
+        return ops.logical_and(i < max_length, ops.logical_not(ops.all(done)))
 
     def body(i, tokens, log_probs, lengths, finished, cache):
         current = ops.reshape(ops.slice(tokens, [0, 0, i], [batch_size, beam_size, 1]),

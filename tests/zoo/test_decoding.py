@@ -58,10 +58,12 @@ def test_beam_search_beats_greedy_on_hand_set_weights():
     best = max(sequence_log_prob(p, s + (END,)) for n in (0, 1, 2)
                for s in itertools.product(range(6), repeat=n))
     assert float(np.array(beam_scores)[0, 0]) == pytest.approx(best, abs=1e-4)
-    # Reported scores are the sequences' log-probabilities (alpha = 0).
+    # Reported scores are the sequences' log-probabilities (alpha = 0), for every hypothesis
+    # that ended (the search stops once "B end" cannot be beaten: the others may be live).
     for k in range(3):
-        assert float(np.array(beam_scores)[0, k]) == pytest.approx(
-            sequence_log_prob(p, beam[0, k]), abs=1e-3)
+        if END in beam[0, k]:
+            assert float(np.array(beam_scores)[0, k]) == pytest.approx(
+                sequence_log_prob(p, beam[0, k]), abs=1e-3)
     # Padding after the end token.
     assert np.all(beam[0, 0][2:] == PAD)
 
@@ -133,7 +135,8 @@ def test_bad_beam_size():
 
 
 def _reference_beam_search(log_p, batch, beam, max_length, alpha):
-    """The one-stage search in NumPy: every hypothesis x every token scored, top `beam` kept."""
+    """The one-stage search in NumPy: every hypothesis x every token scored, top `beam` kept;
+    a sequence is done once its best ended hypothesis beats what any live one can reach."""
     vocab = log_p.shape[-1]
     tokens = np.full((batch, beam, max_length + 1), PAD)
     tokens[:, :, 0] = START
@@ -141,7 +144,11 @@ def _reference_beam_search(log_p, batch, beam, max_length, alpha):
     lengths = np.zeros((batch, beam), int)
     finished = np.zeros((batch, beam), bool)
     for i in range(max_length):
-        if finished.all():
+        current = scores / ((5.0 + np.maximum(lengths, 1)) / 6.0) ** alpha
+        best_ended = np.where(finished, current, -np.inf).max(1)
+        best_reachable = np.where(finished, -np.inf,
+                                  scores / ((5.0 + max_length) / 6.0) ** alpha).max(1)
+        if (finished.all(1) | (best_ended > best_reachable)).all():
             break
         step = log_p[tokens[:, :, i]]  # (batch, beam, vocab)
         only_pad = np.where(np.arange(vocab) == PAD, 0.0, -1e9)
@@ -186,3 +193,23 @@ def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam):
     want_tokens, want_scores = _reference_beam_search(log_p, batch, beam, max_length, 0.6)
     np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(np.array(got_tokens), want_tokens)
+
+
+def test_search_stops_once_the_best_cannot_be_beaten():
+    """"B end" (0.4) is found at step 2; A's continuations stay below 0.35 * 0.6 = 0.21, so
+    no live hypothesis can beat it: the search stops, though A's hypotheses have not ended."""
+    calls = []
+    table, p = bigram_model(a_ends=0.01)
+
+    def step(tokens, index, cache):
+        calls.append(1)
+        return table(tokens)[:, 0, :], cache
+
+    # alpha = 0: a live hypothesis' log-probability bounds its score (with alpha > 0 the
+    # bound is looser: the length penalty favours the longest).
+    beam, scores = beam_search(step, (ops.zeros((3, 1)),), 1, 3, 50, START, END, alpha=0.0)
+    assert list(np.array(beam)[0, 0][:2]) == [B, END]
+    assert float(np.array(scores)[0, 0]) == pytest.approx(np.log(0.4), abs=1e-4)
+    assert any(END not in row for row in np.array(beam)[0])  # a live one, cut short
+    if keras.backend.backend() != "jax":  # jax traces the body once
+        assert len(calls) <= 3
