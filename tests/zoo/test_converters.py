@@ -3,6 +3,8 @@ the CPU) against its converted zoo model, logits to 1e-4 and greedy ids exactly.
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -107,8 +109,14 @@ def test_vit_from_hf_refuses_wrong_shapes_and_unused_tensors(hf_vit):
 
 # ---------------------------------------------------------------------- ViT (timm)
 def test_vit_from_timm_matches_logits():
-    timm = pytest.importorskip("timm")
-    reference = timm.models.vision_transformer.VisionTransformer(
+    if importlib.util.find_spec("timm") is None:
+        pytest.skip("timm is not installed")
+    from zoo.bench_workers import import_timm_vision_transformer
+
+    # timm imports torchvision at module level; where PyPI's torchvision cannot load beside
+    # the CPU torch, a stub stands in (VisionTransformer uses none of it).
+    VisionTransformer, _ = import_timm_vision_transformer()
+    reference = VisionTransformer(
         img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.0,
         num_classes=10)
     randomise(reference)
