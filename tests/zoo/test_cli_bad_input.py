@@ -1,4 +1,4 @@
-"""Bad input to the `zoo` command (issue 15): a table of the user's mistakes, each with its
+"""Bad input to the `zoo` command: a table of the user's mistakes, each with its
 exit status and one line on stderr (a `zoo.UserError` or a file error), never a traceback; a
 table of the zoo's bugs, each a traceback; stdin read lazily and line by line."""
 

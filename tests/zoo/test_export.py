@@ -356,6 +356,6 @@ def test_exports_store_each_weight_once(exported_vit, exported_translator):
     translator, _, translator_version = exported_translator
     for model, version in (exported_vit, (translator, translator_version)):
         weights = sum(int(np.prod(w.shape)) for w in model.weights)
-        # At most 1.2x the weights (the issue's bound); Keras' tracking of the model on top
+        # At most 1.2x the weights (the bound this test holds exports to); Keras' tracking of the model on top
         # of the endpoints' captures used to save every weight twice (2.0x).
         assert weights <= _saved_values(version) <= 1.2 * weights, version
