@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import importlib.util
 import io
 import json
 import tarfile
@@ -348,8 +349,8 @@ def timm_state_dict(folder: Path) -> dict[str, np.ndarray]:
 def test_timm_handle_equals_the_same_weights_in_transformers(hub_cache, tmp_path,
                                                              cifar_images):
     """A timm-layout repo (config.json with `architecture` and `pretrained_cfg`), holding a
-    Hugging Face ViT's weights renamed: the handle's logits equal Hugging Face's (timm
-    itself is not a test dependency)."""
+    Hugging Face ViT's weights renamed: the handle's logits equal Hugging Face's, and timm's
+    own VisionTransformer given the repo's tensors, where timm is installed."""
     from safetensors.numpy import save_file
 
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -368,6 +369,22 @@ def test_timm_handle_equals_the_same_weights_in_transformers(hub_cache, tmp_path
     images = np.stack([np.asarray(image) for image in cifar_images])
     logits = np.asarray(model.predict(images, verbose=0))
     assert float(np.max(np.abs(logits - expected))) < 1e-4
+    if importlib.util.find_spec("timm") is None:
+        return
+    from safetensors.torch import load_file
+    from transformers import ViTImageProcessorPil
+
+    from zoo.bench_workers import import_timm_vision_transformer
+
+    VisionTransformer, _ = import_timm_vision_transformer()
+    timm_model = VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=2,
+                                   num_heads=3, mlp_ratio=2.0, num_classes=10).eval()
+    timm_model.load_state_dict(load_file(timm / "model.safetensors"), strict=True)
+    pixels = ViTImageProcessorPil.from_pretrained(str(tmp_path / "hf"))(
+        images=cifar_images, return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        timm_logits = timm_model(pixels).numpy()
+    assert float(np.max(np.abs(logits - timm_logits))) < 1e-4
 
 
 # ---------------------------------------------------------------------- MiniLM
