@@ -72,7 +72,8 @@ def replace_head(model: VisionTransformer, num_classes: int,
 def encoder_groups(model: VisionTransformer) -> list[list[keras.layers.Layer]]:
     """The model's layers by depth: `[embeddings, block 0, ..., block L-1, top]`.
 
-    The embeddings are the patch projection, the class token and the position embeddings;
+    The embeddings are the patch projection, the class token (and DeiT's distillation
+    token) and the position embeddings;
     the top is the final LayerNorm, the pre-logits layer (if any) and the head.
     """
     model = _require_vit(model)
@@ -81,6 +82,8 @@ def encoder_groups(model: VisionTransformer) -> list[list[keras.layers.Layer]]:
         embeddings.append(model.stem)
     if model.class_token is not None:
         embeddings.append(model.class_token)
+    if model.distillation_token_layer is not None:
+        embeddings.append(model.distillation_token_layer)
     top = [model.encoder_norm, model.head]
     if model.representation is not None:
         top.insert(1, model.representation)

@@ -17,14 +17,18 @@ conversion leaves nothing behind.
 The architecture is read from `config.json`:
 
     ViTForImageClassification      -> VisionTransformer (classifies with `id2label`)
+    DeiTForImageClassification[WithTeacher] -> VisionTransformer with a distillation token
     timm ViT (`architecture`, `pretrained_cfg`) -> VisionTransformer (timm's `label_names`)
     MarianMTModel (OPUS-MT)        -> Translator with a `zoo.marian_tokenizer.MarianTokenizer`
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
 
-DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification and
-load; the distilled ones (DeiTForImageClassification[WithTeacher]) are refused, since their
-distillation token has no place in the zoo's ViT. Weights come from `model.safetensors` (or
-its shards), else from `pytorch_model.bin` read with `torch.load(weights_only=True)`.
+DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification; the
+distilled ones (`facebook/deit-*-distilled-*`, DeiTForImageClassificationWithTeacher) become
+a ViT with DeiT's distillation token and two heads whose logits are averaged, as Hugging
+Face computes them (`zoo.converters.hf_vit.deit_from_hf`); a DeiTForImageClassification
+checkpoint classifies from the class token alone. timm's distilled DeiTs
+(`deit_*_distilled_*`) are not supported. Weights come from `model.safetensors` (or its
+shards), else from `pytorch_model.bin` read with `torch.load(weights_only=True)`.
 
 Images: the converted ViTs take 0..255 images, as the shipped ViT does; the checkpoint's
 image processor normalisation (`preprocessor_config.json`, or timm's `mean`/`std`) is built in
@@ -58,11 +62,15 @@ MODEL_FILE = "model.keras"
 # config.json's architecture -> what the zoo makes of it.
 SUPPORTED_ARCHITECTURES = {
     "ViTForImageClassification": "vit",
+    "DeiTForImageClassification": "deit",
+    "DeiTForImageClassificationWithTeacher": "deit",
     "MarianMTModel": "marian",
     "BertModel": "sentence-encoder",
 }
-SUPPORTED_DESCRIPTION = ("ViTForImageClassification, timm ViTs (vit_*/deit_* with a class "
-                         "token), MarianMTModel (OPUS-MT), BERT sentence-transformers models")
+SUPPORTED_DESCRIPTION = ("ViTForImageClassification, DeiTForImageClassification[WithTeacher] "
+                         "(distilled DeiTs), timm ViTs (vit_*/deit_* with a class token, not "
+                         "the distilled deit_*_distilled_*), MarianMTModel (OPUS-MT), BERT "
+                         "sentence-transformers models")
 # What a conversion reads from a repository (the weights are fetched separately).
 _CONFIG_FILES = ["config.json", "preprocessor_config.json", "tokenizer_config.json",
                  "special_tokens_map.json", "source.spm", "target.spm", "vocab.json",
@@ -276,7 +284,7 @@ def _resolve_folder(folder: Path) -> Path:
 
 # ---------------------------------------------------------------------- converting
 def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = None) -> str:
-    """What the zoo makes of a checkpoint: "vit", "timm-vit", "marian" or
+    """What the zoo makes of a checkpoint: "vit", "deit", "timm-vit", "marian" or
     "sentence-encoder".
 
     Args:
@@ -308,11 +316,6 @@ def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = N
     if model_type == "marian" and not names:
         return "marian"
     shown = ", ".join(names) or f"model_type {model_type!r}"
-    if any(n.startswith("DeiTForImageClassification") for n in names):
-        raise UserError(f"the architecture {shown} is not supported: its distillation token "
-                        "has no place in the zoo's ViT (the non-distilled DeiTs, "
-                        "ViTForImageClassification, load); supported are "
-                        f"{SUPPORTED_DESCRIPTION}")
     raise UserError(f"the architecture {shown} is not supported; supported are "
                     f"{SUPPORTED_DESCRIPTION}")
 

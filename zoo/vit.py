@@ -8,6 +8,17 @@ Eq. (1)-(4) of the paper, top to bottom in `VisionTransformer._forward`:
     y = LN(z_L^0)                                            the class token's output
     logits = y W_head                                        (zero-initialised head)
 
+DeiT's distillation token (Touvron et al., 2021, "Training data-efficient image transformers
+& distillation through attention", section 4), with `distillation_token=True`:
+
+    z_0 = [x_class; x_distil; x_p^1 E; ...; x_p^N E] + E_pos    a second learned token
+    logits = (LN(z_L^0) W_head + LN(z_L^1) W_distil) / 2         late fusion of two heads
+
+The paper fuses the two heads' softmax outputs; its released code (timm's
+VisionTransformerDistilled) and Hugging Face's DeiTForImageClassificationWithTeacher return
+the mean of their logits, as here. Hugging Face's DeiTForImageClassification has the token but
+classifies from the class token alone: `distillation_head=False`.
+
 Preprocessing is inside the model: images of any size with values 0..255 (uint8 or float)
 are resized to `image_size` (bilinear, antialiased; skipped when they already have that size)
 and rescaled to [-1, 1] (x / 127.5 - 1, the value range of the original ViT checkpoints).
@@ -73,6 +84,12 @@ class VisionTransformer(keras.Model):
         attention_dropout: dropout on the attention weights.
         pooling: "cls" (the class token's output) or "gap" (the mean of the patch tokens;
             no class token is used then).
+        distillation_token: DeiT's distillation token, a second learned token placed after
+            the class token (needs "cls" pooling); False (the default) for the plain ViT.
+        distillation_head: with a distillation token, whether a second head classifies its
+            output, the logits then being the mean of both heads' (DeiT's inference);
+            False: the class token alone classifies (Hugging Face's
+            DeiTForImageClassification). None (the default) means `distillation_token`.
         layer_norm_epsilon: epsilon of every LayerNorm.
         class_names: one name per class for `classify`; "class_<i>" when None.
         representation_size: width of the tanh "pre-logits" layer used in the paper's
@@ -94,8 +111,8 @@ class VisionTransformer(keras.Model):
         attention_window: sliding-window self-attention (`layers.sliding_window_attention`):
             each token attends to the tokens within this many positions of it; None (the
             default) for full attention. For many patches at high resolution.
-        global_tokens: with a window, how many leading tokens (the class token: 1) attend
-            to and are attended by every token.
+        global_tokens: with a window, how many leading tokens (the class token: 1; with a
+            distillation token: 2) attend to and are attended by every token.
         attention_block_size: keys (or, with a window, queries) per block of the chunked
             attention (`layers.chunked_attention`); None for the fused dense path.
         **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
@@ -109,7 +126,10 @@ class VisionTransformer(keras.Model):
         `(batch, num_classes)` float32 logits (also under mixed precision).
 
     Attributes (besides the arguments): `image_shape` `(height, width, channels)`,
-    `grid_size` `(rows, cols)` of patches, `num_prefix_tokens` (1 with a class token).
+    `grid_size` `(rows, cols)` of patches, `num_prefix_tokens` (1 with a class token, 2 with
+    a distillation token too). With a distillation head, `head` holds both heads in one
+    kernel `(2, features, num_classes)` (the class token's, then the distillation token's),
+    so that `replace_head`, `freeze_blocks` and layer-wise decay treat them as one head.
 
     Example:
     >>> import numpy as np
@@ -130,6 +150,8 @@ class VisionTransformer(keras.Model):
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         pooling: str = "cls",
+        distillation_token: bool = False,
+        distillation_head: bool | None = None,
         layer_norm_epsilon: float = 1e-6,
         class_names: Sequence[str] | None = None,
         representation_size: int | None = None,
@@ -155,6 +177,12 @@ class VisionTransformer(keras.Model):
             positive_int(value, what)
         if pooling not in POOLINGS:
             raise UserError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
+        if distillation_head is None:
+            distillation_head = distillation_token
+        if distillation_token and pooling != "cls":
+            raise UserError(f"a distillation token needs pooling='cls'; got {pooling!r}")
+        if distillation_head and not distillation_token:
+            raise UserError("distillation_head=True needs distillation_token=True")
         if class_names is not None and len(class_names) != num_classes:
             raise UserError(
                 f"class_names has {len(class_names)} names but num_classes is {num_classes}")
@@ -167,6 +195,8 @@ class VisionTransformer(keras.Model):
         self.dropout = float(dropout)
         self.attention_dropout = float(attention_dropout)
         self.pooling = pooling
+        self.distillation_token = bool(distillation_token)
+        self.distillation_head = bool(distillation_head)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.class_names = None if class_names is None else [str(c) for c in class_names]
         self.representation_size = representation_size
@@ -176,7 +206,7 @@ class VisionTransformer(keras.Model):
         self.pruned_heads = {int(b): sorted({int(h) for h in heads})
                              for b, heads in (pruned_heads or {}).items() if heads}
         _check_pruned_heads(self.pruned_heads, num_layers, num_heads)
-        self.num_prefix_tokens = 1 if pooling == "cls" else 0
+        self.num_prefix_tokens = (1 if pooling == "cls" else 0) + int(self.distillation_token)
 
         # Preprocessing in float32 whatever the policy: pixel values need the precision.
         self.resizing = keras.layers.Resizing(
@@ -201,8 +231,14 @@ class VisionTransformer(keras.Model):
         # The grid in image pixels; PatchEmbedding checks that the sides divide.
         self.grid_size = PatchEmbedding(patch_size, hidden_dim).grid_size((height, width))
         self.class_token = None  # "gap" pooling has no class token (as in big_vision)
-        if self.num_prefix_tokens:
+        if pooling == "cls":
             self.class_token = ClassToken(dtype=policy, name="class_token")
+        self.distillation_token_layer = None
+        if self.distillation_token:
+            # Initialised as in DeiT's code (truncated normal, 0.02).
+            self.distillation_token_layer = ClassToken(
+                initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=policy,
+                name="distillation_token")
         self.position_embedding = PositionEmbedding(
             self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1],
             dtype=policy, name="position_embedding")
@@ -231,9 +267,16 @@ class VisionTransformer(keras.Model):
             self.representation = keras.layers.Dense(
                 representation_size, activation="tanh", dtype=policy, name="representation")
         # Logits in float32 under mixed precision (softmax and loss need the range).
-        self.head = keras.layers.Dense(
-            num_classes, kernel_initializer=self.head_initializer, dtype="float32",
-            name="head")
+        if self.distillation_head:
+            # Both heads in one layer: kernel[0] reads the class token, kernel[1] the
+            # distillation token.
+            self.head = keras.layers.EinsumDense(
+                "btd,tdc->btc", output_shape=(2, num_classes), bias_axes="tc",
+                kernel_initializer=self.head_initializer, dtype="float32", name="head")
+        else:
+            self.head = keras.layers.Dense(
+                num_classes, kernel_initializer=self.head_initializer, dtype="float32",
+                name="head")
         self.build((None, *self.image_shape))
 
     def build(self, input_shape: tuple) -> None:
@@ -246,17 +289,20 @@ class VisionTransformer(keras.Model):
             self.stem.build(image)
             image = self.stem.compute_output_shape(image)
         self.patch_embedding.build(image)
-        if self.num_prefix_tokens:
+        if self.distillation_token:
+            self.distillation_token_layer.build((None, tokens - 2, self.hidden_dim))
+        if self.class_token is not None:
             self.class_token.build((None, tokens - 1, self.hidden_dim))
         self.position_embedding.build(sequence)
         for block in self.encoder_blocks:
             block.build(sequence)
         self.encoder_norm.build(sequence)
+        pooled = (None, 2) if self.distillation_head else (None,)
         features = self.hidden_dim
         if self.representation is not None:
-            self.representation.build((None, features))
+            self.representation.build((*pooled, features))
             features = self.representation_size
-        self.head.build((None, features))
+        self.head.build((*pooled, features))
         self.built = True
 
     # ------------------------------------------------------------------ forward pass
@@ -278,8 +324,10 @@ class VisionTransformer(keras.Model):
         if self.stem is not None:
             x = self.stem(x, training=training)  # (batch, height / 2**k, width / 2**k, c)
         x = self.patch_embedding(x)  # (batch, patches, hidden)
-        if self.num_prefix_tokens:
-            x = self.class_token(x)  # (batch, 1 + patches, hidden)
+        if self.distillation_token:
+            x = self.distillation_token_layer(x)  # (batch, 1 + patches, hidden)
+        if self.class_token is not None:
+            x = self.class_token(x)  # (batch, prefix tokens + patches, hidden)
         x = x + self.position_embedding(x)
         x = self.embedding_dropout(x, training=training)
         scores = []
@@ -290,10 +338,16 @@ class VisionTransformer(keras.Model):
             else:
                 x = block(x, training=training)
         x = self.encoder_norm(x)
-        pooled = x[:, 0] if self.pooling == "cls" else ops.mean(x, axis=1)
+        if self.distillation_head:
+            pooled = x[:, :2]  # (batch, 2, hidden): the class and distillation tokens
+        else:
+            pooled = x[:, 0] if self.pooling == "cls" else ops.mean(x, axis=1)
         if self.representation is not None:
             pooled = self.representation(pooled)
-        return self.head(pooled), scores
+        logits = self.head(pooled)
+        if self.distillation_head:
+            logits = ops.mean(logits, axis=1)  # DeiT's late fusion (see the module's doc)
+        return logits, scores
 
     def call(self, images: Any, training: bool | None = None) -> Any:
         return self._forward(images, training=training)[0]
@@ -345,7 +399,8 @@ class VisionTransformer(keras.Model):
 
         Returns:
             One float32 array per block, `(batch, heads, tokens, tokens)`, where tokens are
-            the class token (with "cls" pooling) then the patches in row-major order.
+            the class token (with "cls" pooling), the distillation token (if any), then the
+            patches in row-major order.
         """
         batch = as_image_batch(images, self.num_channels)
         chunks = [self._forward(batch[start:start + batch_size], training=False,
@@ -360,7 +415,8 @@ class VisionTransformer(keras.Model):
         """Which patches the prediction draws on: attention rollout over all blocks.
 
         See `zoo.attention_rollout.attention_rollout` (Abnar & Zuidema, 2020). With "cls"
-        pooling the class token's row is read out, with "gap" the mean of all rows.
+        pooling the class token's row is read out (with a distillation token too: its own
+        row is not used), with "gap" the mean of all rows.
 
         Args:
             images: as for `classify`.
@@ -383,7 +439,8 @@ class VisionTransformer(keras.Model):
 
         The position embeddings of the patch grid are interpolated on the 2-D grid
         (bicubic by default, as in the paper's fine-tuning at higher resolution, section
-        3.2); the class token's row is kept. All other weights are copied unchanged.
+        3.2); the rows of the class and distillation tokens are kept. All other weights are
+        copied unchanged.
 
         Args:
             image_size: the new side, or `(height, width)`; a multiple of `patch_size`.
@@ -503,6 +560,8 @@ class VisionTransformer(keras.Model):
             "dropout": self.dropout,
             "attention_dropout": self.attention_dropout,
             "pooling": self.pooling,
+            "distillation_token": self.distillation_token,
+            "distillation_head": self.distillation_head,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "class_names": None if self.class_names is None else list(self.class_names),
             "representation_size": self.representation_size,

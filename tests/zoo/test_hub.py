@@ -29,6 +29,9 @@ pytest.importorskip("transformers")
 sentencepiece = pytest.importorskip("sentencepiece")
 
 from transformers import (  # noqa: E402
+    DeiTConfig,
+    DeiTForImageClassification,
+    DeiTForImageClassificationWithTeacher,
     MarianConfig,
     MarianMTModel,
     ViTConfig,
@@ -387,6 +390,67 @@ def test_timm_handle_equals_the_same_weights_in_transformers(hub_cache, tmp_path
     assert float(np.max(np.abs(logits - timm_logits))) < 1e-4
 
 
+# ---------------------------------------------------------------------- distilled DeiT
+def deit_folder(folder: Path, teacher: bool, mean: tuple, std: tuple) -> "torch.nn.Module":
+    """A tiny random DeiTForImageClassification[WithTeacher] with CIFAR-10 labels and its
+    image processor, saved by transformers into `folder`."""
+    from transformers import DeiTImageProcessorPil
+
+    config = DeiTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64, num_labels=10,
+                        id2label=dict(enumerate(CIFAR_LABELS)),
+                        label2id={name: i for i, name in enumerate(CIFAR_LABELS)})
+    kind = DeiTForImageClassificationWithTeacher if teacher else DeiTForImageClassification
+    model = randomise(kind(config), seed=2, scale=2.0)
+    model.save_pretrained(folder)
+    DeiTImageProcessorPil(size={"height": 32, "width": 32},
+                          crop_size={"height": 32, "width": 32}, image_mean=list(mean),
+                          image_std=list(std)).save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("teacher", [True, False], ids=["with-teacher", "class-head-only"])
+def test_distilled_deit_handle_equals_hugging_face(hub_cache, tmp_path, cifar_images,
+                                                   teacher):
+    """DeiTForImageClassificationWithTeacher (the facebook/deit-*-distilled-* checkpoints):
+    logits are the mean of the class and distillation heads'; DeiTForImageClassification:
+    the distillation token is in the sequence but the class token alone classifies."""
+    import zoo
+    from transformers import DeiTImageProcessorPil
+
+    mean, std = (((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)) if teacher
+                 else ((0.5,) * 3, (0.5,) * 3))
+    reference = deit_folder(tmp_path / "deit", teacher, mean, std)
+    publish(hub_cache, "facebook/deit-tiny-distilled-cifar", tmp_path / "deit")
+    pixels = DeiTImageProcessorPil.from_pretrained(str(tmp_path / "deit"))(
+        images=cifar_images, return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        output = reference(pixel_values=pixels)
+    expected = output.logits.numpy()
+
+    model = zoo.load("hf://facebook/deit-tiny-distilled-cifar")
+    assert model.distillation_token and model.distillation_head == teacher
+    assert model.position_embedding.sequence_length == 2 + 16
+    assert model.class_names == CIFAR_LABELS
+    images = np.stack([np.asarray(image) for image in cifar_images])  # uint8, 0..255
+    labels = [top[0][0] for top in model.classify(images, top_k=1)]
+    assert labels == [CIFAR_LABELS[i] for i in expected.argmax(-1)]
+    assert len(set(labels)) > 1
+    logits = np.asarray(model.predict(images, verbose=0))
+    difference = float(np.max(np.abs(logits - expected)))
+    print(f"max |logits - Hugging Face's| = {difference:.2e}")
+    assert difference < 1e-4
+    if teacher:  # both heads count: either one alone is far from the mean
+        for head in (output.cls_logits, output.distillation_logits):
+            assert float(np.max(np.abs(head.numpy() - expected))) > 0.1
+
+
+def test_distilled_timm_deit_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="deit_small_distilled_patch16_224.* not supported"):
+        hub.architecture({"architecture": "deit_small_distilled_patch16_224",
+                          "num_classes": 1000, "pretrained_cfg": {}})
+
+
 # ---------------------------------------------------------------------- MiniLM
 def test_minilm_handle_from_the_packages_real_files(hub_cache):
     from zoo.converters.minilm import default_model_dir
@@ -430,7 +494,6 @@ def test_malformed_handles(hub_cache, handle):
 @pytest.mark.parametrize("architectures, expected", [
     (["GPT2LMHeadModel"], "GPT2LMHeadModel is not supported; supported are "
                           "ViTForImageClassification"),
-    (["DeiTForImageClassificationWithTeacher"], "distillation token"),
     (["BertModel"], "sentence-transformers model only"),
 ])
 def test_unsupported_architecture_is_one_line(hub_cache, tmp_path, architectures, expected):
@@ -637,22 +700,40 @@ def test_exported_opus_mt_handle_translates_strings_as_the_python_api(hub_cache,
     assert len(set(served)) > 2 and served[20] == ""
 
 
+def hf_deit_labels(folder, reference, cifar_images) -> list[str]:
+    """Hugging Face's labels for the images, through the DeiT folder's own processor."""
+    from transformers import DeiTImageProcessorPil
+
+    pixels = DeiTImageProcessorPil.from_pretrained(str(folder))(
+        images=cifar_images, return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        logits = reference(pixel_values=pixels).logits.numpy()
+    return [CIFAR_LABELS[i] for i in logits.argmax(-1)]
+
+
 @pytest.mark.slow
-def test_exported_vit_handle_labels_equal_hugging_face(hub_cache, tmp_path, cifar_images):
+@pytest.mark.parametrize("kind", ["vit", "distilled-deit"])
+def test_exported_vit_handle_labels_equal_hugging_face(hub_cache, tmp_path, cifar_images, kind):
     """ImageNet normalisation folded into the patch projection survives export: PNG bytes
-    in, the checkpoint's label names out, equal to Hugging Face's argmax."""
+    in, the checkpoint's label names out, equal to Hugging Face's argmax; for a distilled
+    DeiT too (two leading tokens, two heads averaged in the graph)."""
     import keras
 
     if keras.backend.backend() != "tensorflow":
         pytest.skip("export runs on the TensorFlow backend")
     from zoo.export import export_model
 
-    reference = vit_folder(tmp_path / "vit", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
-    expected = [CIFAR_LABELS[i]
-                for i in hf_logits(tmp_path / "vit", reference, cifar_images).argmax(-1)]
-    publish(hub_cache, "google/vit-tiny-cifar", tmp_path / "vit")
-    version = export_model(str(hub.resolve_handle("hf://google/vit-tiny-cifar")),
-                           tmp_path / "serving", top_k=1, name="vit-tiny-cifar")
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    if kind == "vit":
+        reference = vit_folder(tmp_path / "hf", mean, std)
+        expected = [CIFAR_LABELS[i]
+                    for i in hf_logits(tmp_path / "hf", reference, cifar_images).argmax(-1)]
+    else:
+        reference = deit_folder(tmp_path / "hf", True, mean, std)
+        expected = hf_deit_labels(tmp_path / "hf", reference, cifar_images)
+    publish(hub_cache, f"google/{kind}-tiny-cifar", tmp_path / "hf")
+    version = export_model(str(hub.resolve_handle(f"hf://google/{kind}-tiny-cifar")),
+                           tmp_path / "serving", top_k=1, name=f"{kind}-tiny-cifar")
     paths = []
     for i, image in enumerate(cifar_images):
         paths.append(str(tmp_path / f"{i}.png"))

@@ -544,3 +544,116 @@ def test_window_attention_reaches_the_blocks_and_the_config():
     x = images(2)
     # 17 tokens, each patch seeing 2 neighbours each side: not the dense model's output.
     assert not np.allclose(numpy(model(x)), numpy(dense(x)), atol=1e-4)
+
+
+# --- DeiT's distillation token --------------------------------------------------------------
+
+
+def test_distillation_token_lays_out_class_distillation_patches():
+    model = tiny(distillation_token=True)
+    assert model.num_prefix_tokens == 2 and model.distillation_head
+    assert model.position_embedding.sequence_length == 2 + 16
+    assert tuple(model.head.kernel.shape) == (2, 16, 5)
+    assert tuple(model(images(3)).shape) == (3, 5)
+    maps = model.attention_maps(images(1))
+    assert maps[0].shape == (1, 4, 18, 18)
+    class_only = tiny(distillation_token=True, distillation_head=False)
+    assert class_only.num_prefix_tokens == 2 and not class_only.distillation_head
+    assert tuple(class_only.head.kernel.shape) == (16, 5)
+
+
+def test_distilled_logits_are_the_mean_of_the_two_heads():
+    model = tiny(distillation_token=True)
+    x = images(2)
+    kernel, bias = (numpy(w) for w in model.head.weights)  # (2, 16, 5), (2, 5)
+    # Without its distillation head, the model is the class-token-only model at half scale.
+    class_only = VisionTransformer.from_config(
+        {**model.get_config(), "distillation_head": False})
+
+    def body(vit: VisionTransformer) -> list:
+        return [w for w in vit.weights if w.path.split("/")[-2] != "head"]
+
+    for old, new in zip(body(model), body(class_only), strict=True):
+        new.assign(old)
+    class_only.head.set_weights([kernel[0], bias[0]])
+    model.head.set_weights([np.stack([kernel[0], 0 * kernel[1]]),
+                            np.stack([bias[0], 0 * bias[1]])])
+    np.testing.assert_allclose(numpy(model(x)), numpy(class_only(x)) / 2, atol=1e-5)
+    # Swapping the two tokens (their vectors and position rows) and the two heads changes
+    # nothing: each head reads its own token's output (attention is permutation-equivariant).
+    model.head.set_weights([kernel, bias])
+    swapped = copy_of(model)
+    class_token = swapped.class_token.class_token
+    distillation_token = swapped.distillation_token_layer.class_token
+    class_token.assign(numpy(model.distillation_token_layer.class_token))
+    distillation_token.assign(numpy(model.class_token.class_token))
+    table = numpy(model.position_embedding.position_embeddings)
+    swapped.position_embedding.position_embeddings.assign(table[[1, 0, *range(2, 18)]])
+    swapped.head.set_weights([kernel[::-1], bias[::-1]])
+    np.testing.assert_allclose(numpy(swapped(x)), numpy(model(x)), atol=1e-5)
+    assert not np.allclose(numpy(model(x)), numpy(class_only(x)) / 2, atol=1e-3)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(distillation_token=True, pooling="gap"), "needs pooling='cls'"),
+    (dict(distillation_head=True), "needs distillation_token=True"),
+])
+def test_distillation_arguments_that_contradict_are_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        tiny(**bad)
+
+
+@pytest.mark.parametrize("head", [True, False])
+def test_distilled_model_config_and_keras_file_round_trip(tmp_path, head):
+    model = tiny(distillation_token=True, distillation_head=head, representation_size=8)
+    config = model.get_config()
+    assert (config["distillation_token"], config["distillation_head"]) == (True, head)
+    assert VisionTransformer.from_config(config).get_config() == config
+    model.save(tmp_path / "deit.keras")
+    loaded = keras.saving.load_model(tmp_path / "deit.keras", safe_mode=True)
+    x = images(2)
+    np.testing.assert_allclose(numpy(loaded(x)), numpy(model(x)), atol=1e-6)
+
+
+def test_configs_without_the_distillation_keys_build_the_plain_vit():
+    """Models saved before the distillation token existed load as they were."""
+    model = tiny()
+    config = model.get_config()
+    assert (config.pop("distillation_token"), config.pop("distillation_head")) == (False, False)
+    old = VisionTransformer.from_config(config)
+    assert old.num_prefix_tokens == 1 and old.get_config() == model.get_config()
+    old.set_weights(model.get_weights())
+    np.testing.assert_array_equal(numpy(old(images(2))), numpy(model(images(2))))
+
+
+def test_distilled_model_surgery_keeps_both_leading_tokens():
+    from zoo.finetune import replace_head
+
+    model = tiny(image_size=32, patch_size=8, distillation_token=True)
+    bigger = model.with_image_size(64)
+    old = numpy(model.position_embedding.position_embeddings)
+    new = numpy(bigger.position_embedding.position_embeddings)
+    assert new.shape == (2 + 64, 16)
+    np.testing.assert_array_equal(new[:2], old[:2])  # the class and distillation rows
+    assert tuple(bigger(images(2, size=64)).shape) == (2, 5)
+    x = images(2, size=32)
+    rollout = model.attention_rollout(x)
+    assert rollout.shape == (2, 4, 4)
+    np.testing.assert_allclose(rollout.sum(axis=(1, 2)), 1.0, atol=1e-5)
+    pruned = model.prune_heads({0: [1, 3]})
+    reference = zero_output_rows(model, {0: [1, 3]})
+    np.testing.assert_allclose(numpy(pruned(x)), numpy(reference(x)), atol=1e-5)
+    new_head = replace_head(model, 3, ["a", "b", "c"])
+    assert tuple(new_head.head.kernel.shape) == (2, 16, 3)
+    np.testing.assert_array_equal(numpy(new_head.distillation_token_layer.class_token),
+                                  numpy(model.distillation_token_layer.class_token))
+    assert np.isfinite(fit_one_step(new_head, images(4, size=32), num_classes=3))
+
+
+def test_distillation_token_is_frozen_with_the_embeddings():
+    from zoo.finetune import freeze_blocks
+
+    model = freeze_blocks(tiny(distillation_token=True), 1)
+    assert not model.distillation_token_layer.trainable
+    assert not model.class_token.trainable and model.encoder_blocks[1].trainable
+    assert freeze_blocks(model, 0).distillation_token_layer.trainable

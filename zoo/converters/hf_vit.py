@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -269,4 +269,87 @@ def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
         _load_block(block, get, int(hidden), intermediate, qkv_bias is not None,
                     f"blocks.{i}")
     _load_head(model, ckpt, "norm", "head", hidden, num_classes)
+    return model
+
+
+def deit_from_hf(state_dict_or_path: Any, config: Mapping[str, Any], *,
+                 include_rescaling: bool = False, **overrides: Any) -> keras.Model:
+    """A `VisionTransformer` with a distillation token holding a Hugging Face DeiT.
+
+    A DeiT checkpoint is a ViT checkpoint (`zoo.converters.hf_vit.vit_from_hf`) under
+    "deit." instead of "vit.", with `deit.embeddings.distillation_token`, a position table
+    over [class, distillation, patches], and its heads: `classifier` on the class token
+    (DeiTForImageClassification), or `cls_classifier` and `distillation_classifier`, whose
+    logits are averaged (DeiTForImageClassificationWithTeacher), which `config.json`'s
+    architecture says.
+
+    Args:
+        state_dict_or_path: the tensors (in the names of checkpoint files or Transformers
+            5's), or a `.safetensors` file or folder.
+        config: the parsed `config.json`.
+        include_rescaling: as for `vit_from_hf`.
+        **overrides: other `VisionTransformer` arguments.
+
+    Raises:
+        ValueError: a missing, misshapen or unused tensor, or an unsupported configuration.
+    """
+    ckpt = Checkpoint(load_tensors(state_dict_or_path), "Hugging Face DeiT")
+    teacher = "DeiTForImageClassificationWithTeacher" in (
+        config_value(config, "architectures") or [])
+    heads = ("cls_classifier", "distillation_classifier") if teacher else ("classifier",)
+    hidden = int(config_value(config, "hidden_size"))
+    intermediate = int(config_value(config, "intermediate_size"))
+    channels = int(config_value(config, "num_channels", 3))
+    patch = int(config_value(config, "patch_size"))
+    height, width = _pair(config_value(config, "image_size"))
+    if keras_activation(config_value(config, "hidden_act", "gelu"), "DeiT") != "gelu":
+        raise UserError(f"our ViT uses GELU; this checkpoint uses {config['hidden_act']!r}")
+    if f"{heads[0]}.weight" not in ckpt:
+        raise UserError(f"the checkpoint has no {heads[0]}.weight: convert a "
+                        "DeiTForImageClassification[WithTeacher] checkpoint (DeiTModel has "
+                        "no head)")
+    num_classes = int(ckpt.tensors[f"{heads[0]}.weight"].shape[0])
+    kwargs = dict(
+        image_size=height if height == width else (height, width), patch_size=patch,
+        num_classes=num_classes, hidden_dim=hidden,
+        num_layers=int(config_value(config, "num_hidden_layers")),
+        num_heads=int(config_value(config, "num_attention_heads")),
+        intermediate_dim=intermediate, distillation_token=True, distillation_head=teacher,
+        dropout=float(config_value(config, "hidden_dropout_prob", 0.0)),
+        attention_dropout=float(config_value(config, "attention_probs_dropout_prob", 0.0)),
+        layer_norm_epsilon=float(config_value(config, "layer_norm_eps", 1e-12)),
+        class_names=_class_names(config, num_classes), include_rescaling=include_rescaling,
+        num_channels=channels)
+    model = VisionTransformer(**{**kwargs, **overrides})
+
+    tokens = 2 + (height // patch) * (width // patch)
+    names = ("deit.embeddings.cls_token", "deit.embeddings.position_embeddings",
+             "deit.embeddings.patch_embeddings.projection.weight",
+             "deit.embeddings.patch_embeddings.projection.bias")
+    _load_stem(model, ckpt.take(names[0], (1, 1, hidden)),
+               ckpt.take(names[1], (1, tokens, hidden)),
+               ckpt.take(names[2], (hidden, channels, patch, patch)),
+               ckpt.take(names[3], (hidden,)), names)
+    assign(model.distillation_token_layer.class_token,
+           ckpt.take("deit.embeddings.distillation_token", (1, 1, hidden)),
+           "deit.embeddings.distillation_token")
+    qkv_bias = bool(config_value(config, "qkv_bias", True))
+    for i, block in enumerate(model.encoder_blocks):
+        prefixes = (f"deit.layers.{i}.", f"deit.encoder.layer.{i}.")
+
+        def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
+            return ckpt.take_any(
+                [p + n + "." + suffix for p, n in zip(prefixes, _HF_BLOCK_NAMES[role])], shape)
+
+        _load_block(block, get, hidden, intermediate, qkv_bias, f"deit.layers.{i}")
+    set_layer_norm(model.encoder_norm, ckpt.take("deit.layernorm.weight", (hidden,)),
+                   ckpt.take("deit.layernorm.bias", (hidden,)), "deit.layernorm")
+    weights = [ckpt.take(f"{head}.weight", (num_classes, hidden)) for head in heads]
+    biases = [ckpt.take(f"{head}.bias", (num_classes,)) for head in heads]
+    if teacher:  # one kernel (2, hidden, classes): the class token's head, then the other
+        assign(model.head.kernel, np.stack([w.T for w in weights]), " and ".join(heads))
+        assign(model.head.bias, np.stack(biases), " and ".join(heads))
+    else:
+        set_linear(model.head, weights[0], biases[0], heads[0])
+    ckpt.check_all_used()
     return model

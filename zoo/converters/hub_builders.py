@@ -96,6 +96,21 @@ def build_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     """A `ViTForImageClassification` checkpoint as a `VisionTransformer`."""
     from zoo.converters.hf_vit import vit_from_hf
 
+    return _build_hf_image_classifier(folder, config, name, vit_from_hf)
+
+
+def build_deit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `DeiTForImageClassification[WithTeacher]` checkpoint as a `VisionTransformer` with
+    DeiT's distillation token (`zoo.converters.hf_vit.deit_from_hf`)."""
+    from zoo.converters.hf_vit import deit_from_hf
+
+    return _build_hf_image_classifier(folder, config, name, deit_from_hf)
+
+
+def _build_hf_image_classifier(folder: Path, config: Mapping[str, Any], name: str,
+                               converter: Callable[..., Any]) -> Any:
+    """A Hugging Face image classifier's folder through `converter`, with its image
+    processor's normalisation built in; `id2label` names the classes."""
     processor = _read_json(folder / "preprocessor_config.json")
     normalise = processor.get("do_normalize", True)
     mean = processor.get("image_mean", _HALF) if normalise else (0.0, 0.0, 0.0)
@@ -103,7 +118,7 @@ def build_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     rescale = (float(processor.get("rescale_factor", 1 / 255))
                if processor.get("do_rescale", True) else 1.0)
     tensors = checkpoint_tensors(folder)
-    return _normalise(lambda **kw: vit_from_hf(tensors, dict(config), **kw),
+    return _normalise(lambda **kw: converter(tensors, dict(config), **kw),
                       mean, std, rescale, name=name)
 
 
@@ -166,6 +181,7 @@ def build_sentence_encoder(folder: Path, config: Mapping[str, Any], name: str) -
 
 BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "vit": build_vit,
+    "deit": build_deit,
     "timm-vit": build_timm_vit,
     "marian": build_marian,
     "sentence-encoder": build_sentence_encoder,
