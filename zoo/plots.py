@@ -1,9 +1,10 @@
-"""Pictures for people: translation alignments, attention over images, confusion matrices."""
+"""Pictures for people: translation alignments, attention over images, confusion matrices,
+learning curves."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -73,4 +74,22 @@ def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
         ax.text(j, i, int(count), ha="center", va="center", fontsize=7,
                 color="white" if count > matrix.max() / 2 else "black")
     _label_grid(ax, class_names, class_names, "predicted", "true")
+    _save(fig, path)
+
+
+def plot_learning_curves(curves: Mapping[str, Sequence[float]], ylabel: str,
+                         path: str | os.PathLike) -> None:
+    """One line per run, a score per epoch (epoch 1 first), e.g. a model card's validation
+    top-1 or BLEU."""
+    if not curves or any(len(values) == 0 for values in curves.values()):
+        raise ValueError(f"every curve needs at least one value; got lengths "
+                         f"{ {label: len(values) for label, values in curves.items()} }")
+    fig = _figure(6, 3.6)
+    ax = fig.subplots()
+    for label, values in curves.items():
+        ax.plot(range(1, len(values) + 1), list(values), marker="o", markersize=3, label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     _save(fig, path)
