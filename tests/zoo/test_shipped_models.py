@@ -33,14 +33,29 @@ def test_shipped_translator_translates(shared_data):
     assert corpus_scores(model.translate(sources, beam_size=4), references)["bleu"] > 32.20
 
 
-def test_shipped_vit_classifies(shared_data, tmp_path):
-    model = _shipped("vit-cifar10")
+def held_out_cifar10(shared_data, per_class: int):
+    """The first `per_class` images of each class among the 5,000 that the vit-cifar10 run
+    held out for validation (`train_validation_split(..., 5000, seed=0, labels=...)` over the
+    archive's images in `scan_image_folder` order, as `zoo train vit` splits them): images the
+    shipped model never trained on. Returns uint8 images, int labels and the class names."""
     from training.archives import extract_archive
-    from training.image_data import load_image_folder_numpy
+    from training.image_data import train_validation_split
+    from training.image_files import load_image, scan_image_folder
 
-    folder = extract_archive(shared_data / "cifar10" / "cifar10-train-jpg.tar.gz",
-                             tmp_path / "cifar", limit_per_class=20)
-    images, labels, names = load_image_folder_numpy(folder / "train", image_size=32)
+    folder = extract_archive(shared_data / "cifar10" / "cifar10-train-jpg.tar.gz")
+    paths, labels, names = scan_image_folder(folder / "train")
+    _, validation = train_validation_split(len(paths), 5000, seed=0, labels=labels)
+    rows = np.concatenate([validation[labels[validation] == c][:per_class]
+                           for c in range(len(names))])
+    images = np.stack([load_image(paths[i], (32, 32)) for i in rows])
+    return images, labels[rows], names
+
+
+def test_shipped_vit_classifies_held_out_images(shared_data):
+    model = _shipped("vit-cifar10")
+    images, labels, names = held_out_cifar10(shared_data, per_class=100)
     assert list(model.class_names) == names
-    predicted = np.argmax(model.predict(images, verbose=0), axis=1)
-    assert np.mean(predicted == labels) > 0.3  # well above chance (0.1)
+    predicted = np.argmax(model.predict(images, batch_size=250, verbose=0), axis=1)
+    # The model card reports 69.10% on these 1,000 held-out images (66.22% on all
+    # 5,000); the bar is 2 points under the slice's figure.
+    assert np.mean(predicted == labels) > 0.671
