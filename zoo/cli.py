@@ -54,6 +54,9 @@ RECIPE_HELP: dict[str, str] = {
     "learning_rate": "peak learning rate (translator: 'none' keeps the paper's schedule)",
     "label_smoothing": "label-smoothing factor of the cross-entropy loss",
     "clipnorm": "clip each gradient to this global norm ('none': no clipping)",
+    "ema_momentum": "keep an exponential moving average of the weights with this momentum "
+                    "per step (e.g. 0.999): validation scores it and the final model is it "
+                    "('none': no average; set it when a run starts)",
     "dropout": "dropout rate overriding the architecture's ('none': its own)",
     "precision": "compute precision (mixed precision keeps float32 variables)",
     "seed": "random seed of initialisation, shuffling and augmentation",

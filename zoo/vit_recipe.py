@@ -85,6 +85,7 @@ class ViTRecipe:
     warmup_epochs: int = 5
     label_smoothing: float = 0.1
     clipnorm: float | None = 1.0
+    ema_momentum: float | None = None
     dropout: float | None = None
     precision: str = "float32"
     augment: bool = True
@@ -128,6 +129,8 @@ def check_recipe(recipe: ViTRecipe) -> None:
         raise UserError(f"weight_decay must be at least 0; got {recipe.weight_decay!r}")
     if recipe.clipnorm is not None and not recipe.clipnorm > 0:
         raise UserError(f"clipnorm must be positive; got {recipe.clipnorm!r}")
+    if recipe.ema_momentum is not None and not 0 < recipe.ema_momentum < 1:
+        raise UserError(f"ema_momentum must lie in (0, 1); got {recipe.ema_momentum!r}")
     if not 0 < recipe.layer_decay <= 1:
         raise UserError(f"layer_decay must lie in (0, 1]; got {recipe.layer_decay!r}")
     if not 0 <= recipe.label_smoothing < 1:
@@ -230,7 +233,9 @@ class AugmentedBatches(keras.utils.PyDataset):
 def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
               ) -> VisionTransformer:
     """The recipe's model, compiled with AdamW (no decay on norms, biases, position
-    embeddings, class token), warm-up then cosine, and label smoothing.
+    embeddings, class token), warm-up then cosine, and label smoothing; with
+    `recipe.ema_momentum`, the optimizer keeps an exponential moving average of the weights
+    (Keras' `use_ema`: after every step, average = m * average + (1 - m) * weights).
 
     A new model of `recipe.architecture`, or `recipe.model` prepared for fine-tuning (a new head
     for other classes, interpolated position embeddings for another image size, frozen
@@ -251,10 +256,12 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
     total = max(1, recipe.epochs * steps_per_epoch)
     schedule = WarmupCosine(recipe.learning_rate, total_steps=total,
                             warmup_steps=min(total - 1, recipe.warmup_epochs * steps_per_epoch))
+    ema = ({} if recipe.ema_momentum is None
+           else {"use_ema": True, "ema_momentum": recipe.ema_momentum})
     model.compile(
         optimizer=adamw_no_decay_on_norms(schedule, weight_decay=recipe.weight_decay,
                                           clipnorm=recipe.clipnorm,
-                                          learning_rate_multipliers=multipliers),
+                                          learning_rate_multipliers=multipliers, **ema),
         loss=keras.losses.CategoricalCrossentropy(from_logits=True,
                                                   label_smoothing=recipe.label_smoothing),
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy"),
@@ -299,8 +306,13 @@ def train_vit(recipe: ViTRecipe) -> dict:
     if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
         before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
         print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
+    # With an average of the weights, validation scores the average (swapped in for each
+    # evaluation, the trained weights back for the next step and the checkpoints), and the
+    # final model holds it: `fit` ends by writing the average into the weights.
+    callbacks = [] if recipe.ema_momentum is None else [keras.callbacks.SwapEMAWeights()]
     history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch,
-                                     validation_data=validation, validation_batch_size=256)
+                                     callbacks=callbacks, validation_data=validation,
+                                     validation_batch_size=256)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
     return finish_run(
         out, model, recipe, history, seconds, initial_epoch,

@@ -98,3 +98,57 @@ def test_classify_refuses_a_corrupt_file_naming_it(micro_preset, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("zoo: error:") and str(bad) in err
     assert keras is not None
+
+
+@pytest.mark.slow
+def test_weight_average_is_validated_resumed_and_shipped(cifar_archive, micro_preset, tmp_path,
+                                                         monkeypatch):
+    """With `ema_momentum` the final model holds the moving average of the weights after each
+    step (computed here from the weights seen after every step, across a resume), and the
+    last epoch's validation loss is the average's, not the trained weights'."""
+    import keras
+
+    import zoo.vit_recipe as recipe_module
+    from training.image_data import train_validation_split
+
+    seen: list[np.ndarray] = []
+    fit = recipe_module.fit_resumably
+
+    def recording_fit(model, *args, callbacks=None, **kwargs):
+        record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(
+            keras.ops.convert_to_numpy(model.head.kernel).copy()))
+        return fit(model, *args, callbacks=[*(callbacks or []), record], **kwargs)
+
+    monkeypatch.setattr(recipe_module, "fit_resumably", recording_fit)
+    momentum = 0.6
+    settings = dict(output=str(tmp_path / "run"), data=str(cifar_archive), limit_per_class=6,
+                    validation_size=20, architecture=micro_preset, batch_size=20,
+                    learning_rate=3e-3, warmup_epochs=0, augment=False,
+                    ema_momentum=momentum)
+    train_vit(ViTRecipe(epochs=1, **settings))
+    metrics = train_vit(ViTRecipe(epochs=2, force=True, **settings))  # resumed at epoch 1
+    assert len(seen) == 4  # 40 training images, batches of 20, 2 epochs
+
+    average = seen[0]
+    for weights in seen[1:]:
+        average = momentum * average + (1 - momentum) * weights
+    # The average is not the last weights (they differ by 1e-4 here), so the check below can
+    # tell them apart.
+    assert np.abs(seen[-1] - average).max() > 2e-5
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.head.kernel), average,
+                               atol=1e-6)
+
+    recipe = ViTRecipe(epochs=2, **settings)
+    images, labels, _ = recipe_module.load_images(recipe)
+    _, valid_rows = train_validation_split(len(images), 20, seed=0, labels=labels)
+    loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)(
+        np.eye(10, dtype="float32")[labels[valid_rows]],
+        model.predict(images[valid_rows], verbose=0))
+    assert float(loss) == pytest.approx(metrics["history"]["val_loss"][-1], abs=1e-5)
+
+
+def test_ema_momentum_out_of_range_is_one_line(tmp_path, capsys):
+    assert main(["train", "vit", "--data", str(tmp_path), "--ema-momentum", "1.0",
+                 "--output", str(tmp_path / "run")]) == 2
+    assert "ema_momentum must lie in (0, 1); got 1.0" in capsys.readouterr().err
