@@ -32,9 +32,10 @@ class TransformerDecoderBlock(TransformerBlock):
         encoder_sequence: `(batch, S, d_model)` encoder outputs, or None.
         decoder_padding_mask: `(batch, T)` boolean; from Keras masking when omitted.
         encoder_padding_mask: `(batch, S)` boolean; from Keras masking when omitted.
-        self_attention_cache: `(batch, 2, T_max, heads, head_dim)` cache.
+        self_attention_cache: `(keys, values)`, each `(batch, heads, T_max, head_dim)`.
         self_attention_cache_update_index: where the new tokens' keys and values go.
-        cross_attention_cache: `(batch, 2, S, heads, head_dim)` encoder keys and values.
+        cross_attention_cache: the encoder's `(keys, values)`, each
+            `(batch, heads, S, head_dim)`.
         return_attention_scores: also return `{"self_attention": ..., "cross_attention":
             ...}` weights, each `(batch, heads, T, keys)`.
         training: whether dropout is active.
@@ -71,14 +72,14 @@ class TransformerDecoderBlock(TransformerBlock):
             self.cross_attention_norm.build(decoder_sequence_shape)
         self._build_feed_forward(decoder_sequence_shape)
 
-    def compute_cross_attention_cache(self, encoder_sequence: Any) -> Any:
-        """Projects the encoder outputs once into keys and values for every decoding step."""
+    def compute_cross_attention_cache(self, encoder_sequence: Any) -> tuple[Any, Any]:
+        """Projects the encoder outputs once into `(keys, values)` for every decoding step."""
         if self.cross_attention is None:
             raise ValueError("this decoder block was built without an encoder sequence")
         return self.cross_attention.compute_cache(encoder_sequence)
 
-    def empty_self_attention_cache(self, batch_size: int, max_length: int) -> Any:
-        """A zero self-attention cache for `max_length` target positions."""
+    def empty_self_attention_cache(self, batch_size: int, max_length: int) -> tuple[Any, Any]:
+        """A zero self-attention `(keys, values)` cache for `max_length` target positions."""
         return self.self_attention.empty_cache(batch_size, max_length)
 
     def call(

@@ -10,7 +10,8 @@ The model side is one function:
 
 `token_ids` is `(N, 1)` int32 (the token at position `index`), `logits` is `(N, vocab)`
 scores for the token at `index + 1`, and `cache` is a tuple of tensors whose first axis is
-`N` (beam search reorders it when beams change places).
+`N` (beam search reorders it when beams change places); the tuple may nest (the
+translator's is one `(keys, values)` pair per decoder block).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable
 
+import keras
 from keras import ops
 
 # Re-exported: the searches' callers compile with it (`Translator.search`).
@@ -279,7 +281,7 @@ def beam_search(
         rows_taken = ops.reshape(
             ops.expand_dims(ops.arange(batch_size, dtype="int32") * beam_size, 1)
             + source_beam, (rows,))
-        cache = tuple(ops.take(c, rows_taken, axis=0) for c in cache)
+        cache = keras.tree.map_structure(lambda c: ops.take(c, rows_taken, axis=0), cache)
         return i + 1, tokens, log_probs, lengths, finished, cache
 
     loop = (ops.convert_to_tensor(0, "int32"), tokens, log_probs, lengths, finished,

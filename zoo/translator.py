@@ -268,24 +268,22 @@ class Translator(keras.Model):
         return self.decode(inputs["target_ids"], memory, source_mask, training=training)
 
     # ------------------------------------------------------------------ incremental decoding
-    def initial_cache(self, memory: Any, max_length: int) -> tuple[Any, Any]:
+    def initial_cache(self, memory: Any, max_length: int) -> tuple[tuple, tuple]:
         """Caches for `decode_step`: an empty self-attention cache for `max_length` target
         positions, and the cross-attention keys/values of `memory`, computed once.
 
         Returns:
-            `(self_cache, cross_cache)`, each batch-major: `(batch, layers, 2, length, heads,
-            head_dim)`.
+            `(self_cache, cross_cache)`, each a tuple with one `(keys, values)` pair per
+            decoder block, every buffer `(batch, heads, length, head_dim)`.
         """
         batch = ops.shape(memory)[0]
-        self_cache = ops.stack(
-            [b.empty_self_attention_cache(batch, max_length) for b in self.decoder_blocks],
-            axis=1)
-        cross_cache = ops.stack(
-            [b.compute_cross_attention_cache(memory) for b in self.decoder_blocks], axis=1)
+        self_cache = tuple(b.empty_self_attention_cache(batch, max_length)
+                           for b in self.decoder_blocks)
+        cross_cache = tuple(b.compute_cross_attention_cache(memory) for b in self.decoder_blocks)
         return self_cache, cross_cache
 
-    def decode_step(self, token_ids: Any, index: Any, self_cache: Any, cross_cache: Any,
-                    source_mask: Any) -> tuple[Any, Any]:
+    def decode_step(self, token_ids: Any, index: Any, self_cache: tuple, cross_cache: tuple,
+                    source_mask: Any) -> tuple[Any, tuple]:
         """Logits for the token after position `index`, given the token at `index`.
 
         Args:
@@ -300,13 +298,14 @@ class Translator(keras.Model):
         """
         x = self._embed(token_ids, start_index=index)
         updated = []
-        for i, block in enumerate(self.decoder_blocks):
+        for block, layer_cache, memory_cache in zip(self.decoder_blocks, self_cache,
+                                                    cross_cache):
             x, layer_cache, _ = block(
                 x, encoder_padding_mask=source_mask,
-                self_attention_cache=self_cache[:, i],
+                self_attention_cache=layer_cache,
                 self_attention_cache_update_index=index,
-                cross_attention_cache=cross_cache[:, i])
-            updated.append(layer_cache)
+                cross_attention_cache=memory_cache)
+            updated.append(tuple(layer_cache))
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         logits = self._logits(x)[:, 0, :]
@@ -314,7 +313,7 @@ class Translator(keras.Model):
             never = np.zeros((self.vocabulary_size,), "float32")
             never[self.suppressed_token_ids] = NEVER
             logits = logits + ops.convert_to_tensor(never)
-        return logits, ops.stack(updated, axis=1)
+        return logits, tuple(updated)
 
     def generate(self, source_ids: Any, beam_size: int = 4, max_length: int | None = None,
                  alpha: float = 0.6) -> tuple[Any, Any]:
@@ -339,18 +338,18 @@ class Translator(keras.Model):
         start, end = self.special_ids()
 
         def next_logits(tokens: Any, index: Any, cache: tuple) -> tuple[Any, tuple]:
-            logits, new_cache = self.decode_step(tokens, index, cache[0], cross_cache,
+            logits, new_cache = self.decode_step(tokens, index, cache, cross_cache,
                                                  source_mask)
             if self.force_end_at_max_length:
                 # The last allowed token can only be the end token.
                 only_end = ops.where(ops.arange(self.vocabulary_size) == end, 0.0, NEVER)
                 logits = ops.where(index >= max_length - 1, logits + only_end, logits)
-            return logits, (new_cache,)
+            return logits, new_cache
 
         if beam_size == 1:
-            return greedy_search(next_logits, (self_cache,), batch, max_length, start, end,
+            return greedy_search(next_logits, self_cache, batch, max_length, start, end,
                                  pad_id=self.pad_id)
-        return beam_search(next_logits, (self_cache,), batch, beam_size, max_length, start,
+        return beam_search(next_logits, self_cache, batch, beam_size, max_length, start,
                            end, pad_id=self.pad_id, alpha=alpha)
 
     def ensure_built(self) -> None:

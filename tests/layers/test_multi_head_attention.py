@@ -97,6 +97,40 @@ def test_cross_attention_cache_equals_recomputation():
     np.testing.assert_array_equal(np.array(same_cache), np.array(cache))
 
 
+def test_cache_holds_keys_and_values_heads_first_where_written():
+    """The cache's layout is public: keys and values `(batch, heads, length, head_dim)`,
+    token i's projections at position i, computed here from the kernels with NumPy."""
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    layer(QUERY)
+    keys, values = layer.empty_cache(2, 6)
+    assert tuple(keys.shape) == tuple(values.shape) == (2, 4, 6, 4)
+    cache = (keys, values)
+    for i in range(3):
+        _, cache = layer(QUERY[:, i:i + 1], cache=cache, cache_update_index=i)
+    for buffer, dense in zip(cache, (layer.key_dense, layer.value_dense)):
+        kernel, bias = (np.array(w) for w in dense.weights)
+        expected = np.einsum("btc,chd->bhtd", QUERY[:, :3], kernel) + bias[None, :, None, :]
+        np.testing.assert_allclose(np.array(buffer)[:, :, :3], expected, atol=1e-5)
+        assert not np.array(buffer)[:, :, 3:].any()  # unwritten positions stay zero
+    memory_keys, memory_values = layer.compute_cache(VALUE)
+    kernel, bias = (np.array(w) for w in layer.value_dense.weights)
+    np.testing.assert_allclose(
+        np.array(memory_values),
+        np.einsum("bsc,chd->bhsd", VALUE, kernel) + bias[None, :, None, :], atol=1e-5)
+    assert tuple(memory_keys.shape) == (2, 4, 7, 4)
+
+
+@pytest.mark.parametrize("cache, found", [
+    (np.zeros((2, 2, 5, 4, 4), "float32"), r"an array of shape \(2, 2, 5, 4, 4\)"),
+    ((np.zeros((2, 4, 5, 4), "float32"),), "a tuple of 1"),
+])
+def test_a_cache_that_is_not_a_keys_values_pair_is_one_line(cache, found):
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    layer(QUERY)
+    with pytest.raises(ValueError, match=r"cache must be a \(keys, values\) pair.*" + found):
+        layer(QUERY[:, :1], cache=cache, cache_update_index=0)
+
+
 def test_fused_and_explicit_paths_agree():
     fused = MultiHeadAttention(num_heads=4, key_dim=4)
     explicit = MultiHeadAttention(num_heads=4, key_dim=4, use_fused_attention=False)
