@@ -329,10 +329,11 @@ def served_translation(seconds: float) -> list[dict]:
     name, beam = SETTINGS["served_model"], SETTINGS["served_beam"]
     with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt") as f:
         sentences = [next(f).strip() for _ in range(max(SETTINGS["served_batches"]))]
-    # One export per version of the exporting code, kept across rounds.
-    code = hashlib.sha256(b"".join(
-        (Path(__file__).parent / f).read_bytes() for f in ("export.py", "decoding.py",
-                                                          "translator.py"))).hexdigest()[:12]
+    # One export per version of the code it runs (the layers included), kept across rounds.
+    package = Path(__file__).parent
+    sources = [package / f for f in ("export.py", "decoding.py", "translator.py")]
+    sources += sorted((package.parent / "layers").glob("*.py"))
+    code = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()[:12]
     repository = CACHE / f"served-{code}"
     version = repository / "bench" / "1"
     if not version.exists():

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 from keras import ops
 
-from zoo.decoding import beam_search, compile_for_backend, greedy_search, length_penalty
+from zoo.decoding import (
+    beam_search,
+    blocked_top_k,
+    compile_for_backend,
+    greedy_search,
+    length_penalty,
+)
 
 PAD, START, END, A, B = 0, 2, 3, 4, 5
 
@@ -213,3 +219,23 @@ def test_search_stops_once_the_best_cannot_be_beaten():
     assert any(END not in row for row in np.array(beam)[0])  # a live one, cut short
     if keras.backend.backend() != "jax":  # jax traces the body once
         assert len(calls) <= 3
+
+
+@pytest.mark.parametrize("n, k, block_size", [(8000, 4, 64), (1000, 3, 16), (999, 8, 8),
+                                              (300, 1, 32), (40, 4, 64)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_blocked_top_k_equals_a_stable_sort(n, k, block_size, ties):
+    """Values and indices as NumPy's stable sort finds them (equal values: the lower index
+    first), compiled as the searches are; with ties, whole blocks and rows repeat values."""
+    rng = np.random.default_rng(n + k)
+    values = rng.normal(size=(6, n)).astype("float32")
+    if ties:
+        values = np.round(values, 1)  # about 60 distinct values: many equal maxima
+        values[1] = 2.5  # a whole row of one value
+        values[2, :3 * block_size] = values[2].max() + 1  # the best blocks tie entirely
+    top, indices = compile_for_backend(
+        lambda v: blocked_top_k(v, k, block_size), keras.layers.Identity())(values)
+    expected = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(np.asarray(indices), expected)
+    np.testing.assert_array_equal(np.asarray(top), np.take_along_axis(values, expected, 1))
+    assert np.asarray(indices).dtype == np.int32
