@@ -1,0 +1,126 @@
+"""Where a beam-search step's time goes: the parts of one step of `zoo bench`'s mt-beam4.
+
+    python benchmarks/beam_step.py [--rows 128] [--seconds 1] [--rounds 3]
+
+Each part runs 32 times inside one compiled loop (`compile_for_backend`: XLA on TensorFlow,
+as the searches run) and is reported in ms per step, best of `--rounds`:
+
+- the decoder step (`Translator.decode_step`, its logits consumed) of the bench's 3+3-layer
+  Transformer (d 256, 8 heads, FFN 1024, vocabulary 8,000), `--rows` rows (32 sentences x
+  beam 4) and 33 cache positions; and the same with a vocabulary of 800 and with an FFN of
+  256, whose differences are the output projection's and the FFNs' share;
+- the beam's reorder of the self-attention cache (a gather of every buffer's rows);
+- the top 4 of each row of `(rows, 8000)` logits: `keras.ops.top_k` and
+  `zoo.decoding.blocked_top_k`.
+
+Random weights and inputs. Writes benchmarks/results/beam_step-<backend>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from typing import Any, Callable
+
+import keras
+import numpy as np
+from keras import ops
+
+from zoo.bench import results_path, write_results
+from zoo.bench_workers import MT
+from zoo.decoding import blocked_top_k, compile_for_backend
+from zoo.translator import Translator
+
+STEPS, CACHE_LENGTH, SOURCE_LENGTH, BEAM = 32, 33, 24, 4
+
+
+def ms_per_step(fn: Callable[[], Any], seconds: float, rounds: int) -> float:
+    """Best over `rounds` of the mean time of `fn` (a loop of `STEPS` steps), per step."""
+    keras.ops.convert_to_numpy(fn())  # compiles
+    best = float("inf")
+    for _ in range(rounds):
+        calls, started = 0, time.perf_counter()
+        while calls < 2 or time.perf_counter() - started < seconds:
+            keras.ops.convert_to_numpy(fn())
+            calls += 1
+        best = min(best, (time.perf_counter() - started) / calls)
+    return 1000 * best / STEPS
+
+
+def decoder_step(rows: int, seconds: float, rounds: int, **changes: int) -> float:
+    """ms per `decode_step` at `rows` rows, the bench's shape with `changes`."""
+    keras.utils.set_random_seed(0)
+    model = Translator(dropout=0.0, **{**MT, **changes})
+    model.ensure_built()
+    source = np.random.default_rng(0).integers(4, 799, (rows, SOURCE_LENGTH)).astype("int32")
+
+    def steps(source_ids: Any) -> Any:
+        memory, mask = model.encode(source_ids)
+        self_cache, cross_cache = model.initial_cache(memory, CACHE_LENGTH)
+        tokens = ops.full((rows, 1), 5, "int32")
+
+        def body(i: Any, state: tuple) -> tuple:
+            total, cache = state
+            logits, cache = model.decode_step(tokens, i, cache, cross_cache, mask)
+            return total + ops.max(logits), cache
+
+        return ops.fori_loop(0, STEPS, body, (ops.zeros(()), self_cache))[0]
+
+    compiled = compile_for_backend(steps, model)
+    return ms_per_step(lambda: compiled(source), seconds, rounds)
+
+
+def looped(part: Callable[[Any, Any], Any], argument: Any, seconds: float, rounds: int
+           ) -> float:
+    """ms per step of `part(step, argument)` (which returns the next argument), looped."""
+    compiled = compile_for_backend(
+        lambda x: ops.fori_loop(0, STEPS, part, x), keras.layers.Identity())
+    return ms_per_step(lambda: keras.tree.flatten(compiled(argument))[0], seconds, rounds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=128)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    rows, timing = args.rows, (args.seconds, args.rounds)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(rows, MT["vocabulary_size"])).astype("float32")
+    head_dim = MT["hidden_dim"] // MT["num_heads"]
+    buffers = tuple(rng.normal(size=(rows, MT["num_heads"], CACHE_LENGTH, head_dim))
+                    .astype("float32") for _ in range(2 * MT["num_decoder_layers"]))
+
+    def reorder(i: Any, cache: tuple) -> tuple:
+        # Each row takes a beam-mate's history, a different one at every step.
+        parent = (ops.arange(rows, dtype="int32") // BEAM) * BEAM + (i % BEAM)
+        return tuple(ops.take(c, parent, axis=0) for c in cache)
+
+    def top_k_part(find: Callable) -> Callable:
+        def part(i: Any, x: Any) -> Any:
+            top, indices = find(x, BEAM)
+            return x + 1e-3 * (ops.sum(top) + ops.cast(ops.sum(indices), "float32"))
+        return part
+
+    parts = {
+        "decoder step": decoder_step(rows, *timing),
+        "decoder step, vocabulary 800": decoder_step(rows, *timing, vocabulary_size=800),
+        "decoder step, FFN 256": decoder_step(rows, *timing, intermediate_dim=256),
+        "cache reorder": looped(reorder, buffers, *timing),
+        "keras.ops.top_k": looped(top_k_part(lambda x, k: ops.top_k(x, k=k)), logits, *timing),
+        "blocked_top_k": looped(top_k_part(blocked_top_k), logits, *timing),
+    }
+    for name, ms in parts.items():
+        print(f"{name:32s} {ms:6.2f} ms per step")
+    result = {
+        "benchmark": "beam_step", "backend": keras.backend.backend(),
+        "machine": platform.processor() or platform.machine(),
+        "settings": {"rows": rows, "cache_length": CACHE_LENGTH, "steps": STEPS, **MT},
+        "ms_per_step": {name: round(ms, 3) for name, ms in parts.items()},
+    }
+    write_results(result, results_path(f"beam_step-{keras.backend.backend()}"))
+
+
+if __name__ == "__main__":
+    main()
