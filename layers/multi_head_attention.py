@@ -209,6 +209,15 @@ class MultiHeadAttention(keras.layers.Layer):
         return (ops.zeros(shape, dtype=self.compute_dtype),
                 ops.zeros(shape, dtype=self.compute_dtype))
 
+    @staticmethod
+    def grow_cache(cache: tuple[Any, Any], max_length: Any) -> tuple[Any, Any]:
+        """A self-attention cache with room for `max_length` positions: its own, then zeros
+        (`max_length` may be a scalar tensor in a TensorFlow graph)."""
+        _check_cache_pair(cache)
+        extra = max_length - ops.shape(cache[0])[2]
+        widths = [[0, 0], [0, 0], [0, extra], [0, 0]]
+        return ops.pad(cache[0], widths), ops.pad(cache[1], widths)
+
     # ------------------------------------------------------------------ masks
     def _combined_mask(self, query: Any, key_length: int, query_mask: Any, value_mask: Any,
                        key_mask: Any, attention_mask: Any, causal: bool,

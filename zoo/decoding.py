@@ -12,6 +12,12 @@ The model side is one function:
 scores for the token at `index + 1`, and `cache` is a tuple of tensors whose first axis is
 `N` (beam search reorders it when beams change places); the tuple may nest (the
 translator's is one `(keys, values)` pair per decoder block).
+
+A model whose cache can grow passes `grow_cache(cache, length) -> cache` too: the search then
+runs as one loop per length of `cache_lengths(max_length)` (16 positions, doubling), growing
+the cache between them, so that every step's attention over the cache, and beam search's
+reorder of it, cost what the positions written so far need rather than what `max_length`
+would (`grow_cache` alone knows the cache's layout).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ NEVER = -1e9
 MAX_BEAM_SIZE = 64
 # The longest output accepted when the model states no limit of its own.
 MAX_LENGTH = 1024
+# A growing cache's first length (`cache_lengths`).
+FIRST_CACHE_LENGTH = 16
+
+GrowCache = Callable[[tuple, Any], tuple]
 
 
 def _is_int(value: Any) -> bool:
@@ -118,6 +128,46 @@ def check_search_settings(beam_size: Any, max_length: Any = None, limit: int | N
     return beam_size, max_length, value
 
 
+def cache_lengths(max_length: int, first: int = FIRST_CACHE_LENGTH) -> list[int]:
+    """A growing cache's lengths, one per loop of a search: `first`, doubling, ending at
+    `max_length` (each step writes one position, so `max_length` steps need that many).
+
+    Doubling keeps the loops few (each is compiled on its own) and the cache at most twice
+    the positions written so far.
+
+    >>> cache_lengths(40)
+    [16, 32, 40]
+    >>> cache_lengths(10)
+    [10]
+    """
+    lengths = [min(first, max_length)]
+    while lengths[-1] < max_length:
+        lengths.append(min(2 * lengths[-1], max_length))
+    return lengths
+
+
+def _search_loop(cond: Callable, body: Callable, state: tuple, max_length: Any,
+                 grow_cache: GrowCache | None, length_limit: int) -> tuple:
+    """The searches' while loop over `state` (the cache last). With `grow_cache`, one loop
+    per cache length, the cache grown before each; a loop ends when `cond` does or its cache
+    is full. A tensor `max_length` (a TensorFlow graph's) takes the lengths of its static
+    bound `length_limit`, each capped at `max_length`."""
+    if grow_cache is None:
+        return ops.while_loop(cond, body, state, maximum_iterations=max_length)
+    if _is_int(max_length):
+        lengths = cache_lengths(max_length)
+    else:
+        lengths = [ops.minimum(length, max_length) for length in cache_lengths(length_limit)]
+    for length in lengths:
+        state = (*state[:-1], grow_cache(state[-1], length))
+
+        def within(i: Any, *rest: Any, length: Any = length) -> Any:
+            return ops.logical_and(i < length, cond(i, *rest))
+
+        state = ops.while_loop(within, body, state, maximum_iterations=length)
+    return state
+
+
 def length_penalty(lengths: Any, alpha: float) -> Any:
     """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016, eq. 14)."""
     return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
@@ -170,6 +220,8 @@ def greedy_search(
     start_id: int,
     end_id: int,
     pad_id: int = 0,
+    grow_cache: GrowCache | None = None,
+    length_limit: int = MAX_LENGTH,
 ) -> tuple[Any, Any]:
     """Picks the most probable token at every step until every sequence has ended.
 
@@ -182,6 +234,10 @@ def greedy_search(
         start_id: the token that starts every sequence.
         end_id: the token that ends a sequence.
         pad_id: the token written after a sequence has ended.
+        grow_cache: `grow_cache(cache, length)`, the cache with room for `length` positions
+            (see the module docstring); None: `cache` holds `max_length` positions already.
+        length_limit: the most `max_length` can be, where it is a tensor and `grow_cache`
+            is given (the model's limit).
 
     Returns:
         `(tokens, scores)`: `(batch, max_length)` int32 generated tokens (without the start
@@ -212,7 +268,8 @@ def greedy_search(
         return i + 1, tokens, finished, scores, tuple(cache)
 
     loop = (ops.convert_to_tensor(0, "int32"), tokens, finished, scores, tuple(cache))
-    _, tokens, _, scores, _ = ops.while_loop(cond, body, loop, maximum_iterations=max_length)
+    _, tokens, _, scores, _ = _search_loop(cond, body, loop, max_length, grow_cache,
+                                           length_limit)
     return tokens[:, 1:], scores
 
 
@@ -226,6 +283,8 @@ def beam_search(
     end_id: int,
     pad_id: int = 0,
     alpha: float = 0.6,
+    grow_cache: GrowCache | None = None,
+    length_limit: int = MAX_LENGTH,
 ) -> tuple[Any, Any]:
     """Keeps the `beam_size` best hypotheses per sequence, ranked by length-normalised score.
 
@@ -249,6 +308,7 @@ def beam_search(
         max_length: most tokens to generate (static).
         start_id, end_id, pad_id: special tokens.
         alpha: length-penalty exponent; 0 ranks by plain log-probability.
+        grow_cache, length_limit: as in `greedy_search`.
 
     Returns:
         `(tokens, scores)`: `(batch, beam, max_length)` int32 hypotheses, best first, and
@@ -324,8 +384,8 @@ def beam_search(
 
     loop = (ops.convert_to_tensor(0, "int32"), tokens, log_probs, lengths, finished,
             tuple(cache))
-    _, tokens, log_probs, lengths, _, _ = ops.while_loop(
-        cond, body, loop, maximum_iterations=max_length)
+    _, tokens, log_probs, lengths, _, _ = _search_loop(cond, body, loop, max_length,
+                                                       grow_cache, length_limit)
     scores = log_probs / length_penalty(ops.maximum(lengths, 1), alpha)
     # Sort once more: the last step ranked candidates, but an early stop keeps that order.
     order = ops.cast(ops.argsort(-scores, axis=1), "int32")

@@ -34,6 +34,9 @@ from zoo.presets import architecture_config, load_preset
 from zoo.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
+# Searches of at least this many rows x positions grow their cache (`Translator.generate`);
+# the bench's 128 rows x 32 tokens are 4,096, where growing was 1.08-1.12x faster.
+GROW_CACHE_FROM = 4096
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -333,7 +336,20 @@ class Translator(keras.Model):
             # Every sentence's rows repeated beam_size times (row b * beam + k).
             memory = ops.repeat(memory, beam_size, axis=0)
             source_mask = ops.repeat(source_mask, beam_size, axis=0)
-        self_cache, cross_cache = self.initial_cache(memory, max_length + 1)
+        # A big search starts its self-attention cache empty and grows it as it goes
+        # (`zoo.decoding.cache_lengths`): 1.27x faster over 1,000 real sentences at batch 64
+        # and beam 4. A small one keeps one loop over a full cache: each cache length is one
+        # more loop for XLA to compile (about 1.7 s each on two cores), and its cache costs
+        # little. A graph of unknown batch (an export) is not compiled by XLA: it grows.
+        grows = (not (isinstance(batch, int) and isinstance(max_length, int))
+                 or batch * beam_size * max_length >= GROW_CACHE_FROM)
+        self_cache, cross_cache = self.initial_cache(memory, 0 if grows else max_length + 1)
+
+        def grow_cache(cache: tuple, length: Any) -> tuple:
+            return tuple(block.self_attention.grow_cache(pair, length)
+                         for block, pair in zip(self.decoder_blocks, cache))
+
+        grow = grow_cache if grows else None
 
         start, end = self.special_ids()
 
@@ -348,9 +364,11 @@ class Translator(keras.Model):
 
         if beam_size == 1:
             return greedy_search(next_logits, self_cache, batch, max_length, start, end,
-                                 pad_id=self.pad_id)
+                                 pad_id=self.pad_id, grow_cache=grow,
+                                 length_limit=self.max_target_length)
         return beam_search(next_logits, self_cache, batch, beam_size, max_length, start,
-                           end, pad_id=self.pad_id, alpha=alpha)
+                           end, pad_id=self.pad_id, alpha=alpha, grow_cache=grow,
+                           length_limit=self.max_target_length)
 
     def ensure_built(self) -> None:
         """Creates every variable with one tiny eager call, if that has not happened yet

@@ -88,6 +88,24 @@ def test_cached_decoding_equals_full_causal_pass():
     np.testing.assert_allclose(np.array(prefill), full[:, :2], atol=1e-5)
 
 
+def test_decoding_into_a_grown_cache_equals_the_full_causal_pass():
+    """Three steps in a cache of 3, grown to 5 (`grow_cache` keeps what was written and adds
+    zeros), two more steps: the full causal pass's outputs."""
+    layer = MultiHeadAttention(num_heads=4, key_dim=4)
+    full = np.array(layer(QUERY, use_causal_mask=True))
+    cache, steps = layer.empty_cache(2, 3), []
+    for i in range(5):
+        if i == 3:
+            written = np.array(cache[0])
+            cache = layer.grow_cache(cache, 5)
+            assert tuple(cache[0].shape) == (2, 4, 5, 4)
+            np.testing.assert_array_equal(np.array(cache[0])[:, :, :3], written)
+            assert not np.array(cache[1])[:, :, 3:].any()
+        out, cache = layer(QUERY[:, i:i + 1], cache=cache, cache_update_index=i)
+        steps.append(np.array(out))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+
+
 def test_cross_attention_cache_equals_recomputation():
     layer = MultiHeadAttention(num_heads=4, key_dim=4)
     direct = np.array(layer(QUERY, VALUE))

@@ -10,6 +10,7 @@ from keras import ops
 from zoo.decoding import (
     beam_search,
     blocked_top_k,
+    cache_lengths,
     compile_for_backend,
     greedy_search,
     length_penalty,
@@ -239,3 +240,80 @@ def test_blocked_top_k_equals_a_stable_sort(n, k, block_size, ties):
     np.testing.assert_array_equal(np.asarray(indices), expected)
     np.testing.assert_array_equal(np.asarray(top), np.take_along_axis(values, expected, 1))
     assert np.asarray(indices).dtype == np.int32
+
+
+@pytest.mark.parametrize("max_length", [1, 15, 16, 17, 40, 129])
+def test_cache_lengths_double_and_end_at_max_length(max_length):
+    lengths = cache_lengths(max_length)
+    assert lengths[-1] == max_length
+    assert lengths[0] == min(16, max_length)
+    assert all(a < b <= 2 * a for a, b in zip(lengths, lengths[1:]))
+
+
+def _history_model(vocab: int = 7, seed: int = 0):
+    """A step function whose logits depend on every token written so far, through a cache
+    of `(rows, length)` token ids that it writes at `index`: a search that lost or misplaced
+    any cached position when growing or reordering the cache would choose otherwise."""
+    rng = np.random.default_rng(seed)
+    table = ops.convert_to_tensor(rng.normal(size=(vocab, vocab)).astype("float32"))
+    mix = ops.convert_to_tensor(rng.normal(size=(vocab, vocab)).astype("float32"))
+
+    def step(tokens, index, cache):
+        (history,) = cache
+        history = ops.slice_update(history, [0, index], ops.cast(tokens, "float32"))
+        seen = ops.one_hot(ops.cast(history, "int32"), vocab)  # (rows, length, vocab)
+        written = ops.expand_dims(ops.arange(ops.shape(history)[1]) <= index, -1)
+        counts = ops.sum(ops.where(written, seen, 0.0), axis=1)
+        logits = ops.take(table, tokens[:, 0], axis=0) + 0.3 * ops.matmul(counts, mix)
+        # END is unlikely, so that hypotheses outlive the first cache lengths.
+        return logits - 4.0 * ops.one_hot(END, vocab), (history,)
+
+    def grow(cache, length):
+        (history,) = cache
+        return (ops.pad(history, [[0, 0], [0, length - ops.shape(history)[1]]]),)
+
+    return step, grow
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_growing_cache_finds_what_a_full_one_finds(beam):
+    """Searches that grow the cache (16, 32, 40 positions) return exactly the tokens and
+    scores of the same searches over a cache of all 40 positions from the start."""
+    step, grow = _history_model()
+    batch, max_length = 2, 40
+    rows = batch * beam
+    if beam == 1:
+        full = greedy_search(step, (ops.zeros((rows, max_length)),), batch, max_length,
+                             START, END)
+        grown = greedy_search(step, (ops.zeros((rows, 0)),), batch, max_length, START, END,
+                              grow_cache=grow)
+    else:
+        full = beam_search(step, (ops.zeros((rows, max_length)),), batch, beam, max_length,
+                           START, END)
+        grown = beam_search(step, (ops.zeros((rows, 0)),), batch, beam, max_length, START,
+                            END, grow_cache=grow)
+    tokens = np.array(full[0])
+    assert (tokens[..., 32:] != PAD).any()  # the last cache length was reached
+    np.testing.assert_array_equal(np.array(grown[0]), tokens)
+    np.testing.assert_allclose(np.array(grown[1]), np.array(full[1]), rtol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a graph's tensor length")
+def test_a_growing_cache_with_a_tensor_max_length():
+    """In a TensorFlow graph (an export's), `max_length` is a tensor: the cache lengths are
+    those of the static `length_limit`, capped at it, and the search is the same."""
+    import tensorflow as tf
+
+    step, grow = _history_model(seed=1)
+    batch, beam, max_length = 2, 2, 37
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def search(length):
+        return beam_search(step, (ops.zeros((batch * beam, 0)),), batch, beam, length,
+                           START, END, grow_cache=grow, length_limit=64)
+
+    tokens, scores = search(tf.constant(max_length))
+    want_tokens, want_scores = beam_search(step, (ops.zeros((batch * beam, max_length)),),
+                                           batch, beam, max_length, START, END)
+    np.testing.assert_array_equal(np.array(tokens), np.array(want_tokens))
+    np.testing.assert_allclose(np.array(scores), np.array(want_scores), rtol=1e-5)

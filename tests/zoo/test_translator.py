@@ -51,6 +51,24 @@ def test_beam_one_equals_greedy(model, multi30k_pairs):
     np.testing.assert_allclose(np.array(beam_scores), greedy_scores, atol=1e-4)
 
 
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_grown_cache_translates_as_a_full_one(model, multi30k_pairs, monkeypatch,
+                                               beam_size):
+    """A search that grows its cache (16 then 20 positions) returns what the same search
+    over a cache of all 20 positions returns."""
+    import zoo.translator
+
+    source, _ = _batch(model.tokenizer, multi30k_pairs[:4])
+    model.ensure_built()
+    monkeypatch.setattr(zoo.translator, "GROW_CACHE_FROM", 10**9)
+    full = model.generate(source, beam_size=beam_size, max_length=20)
+    monkeypatch.setattr(zoo.translator, "GROW_CACHE_FROM", 0)
+    grown = model.generate(source, beam_size=beam_size, max_length=20)
+    assert (np.array(full[0])[..., 16:] != model.pad_id).any()  # the second length was used
+    np.testing.assert_array_equal(np.array(grown[0]), np.array(full[0]))
+    np.testing.assert_allclose(np.array(grown[1]), np.array(full[1]), rtol=1e-5, atol=1e-5)
+
+
 def test_beam_scores_are_sorted_and_best_is_returned(model, multi30k_pairs):
     source = model.encode_texts([s for s, _ in multi30k_pairs[:3]])
     tokens, scores = model.search(source, beam_size=3, max_length=8)
