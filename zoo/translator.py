@@ -337,10 +337,11 @@ class Translator(keras.Model):
             memory = ops.repeat(memory, beam_size, axis=0)
             source_mask = ops.repeat(source_mask, beam_size, axis=0)
         # A big search starts its self-attention cache empty and grows it as it goes
-        # (`zoo.decoding.cache_lengths`): 1.23-1.32x faster over 1,000 real sentences at batch
-        # 64 and beam 4 (README). A small one keeps one loop over a full cache: each cache length is one
-        # more loop for XLA to compile (about 1.7 s each on two cores), and its cache costs
-        # little. A graph of unknown batch (an export) is not compiled by XLA: it grows.
+        # (`zoo.decoding.cache_lengths`): 1.23-1.32x faster over 1,000 real sentences at
+        # batch 64 and beam 4 (README). A small one keeps one loop over a full cache: each
+        # cache length is one more loop for XLA to compile (about 1.7 s each on two cores),
+        # and its cache costs little. A graph of unknown batch (an export) is not compiled
+        # by XLA: it grows.
         grows = (not (isinstance(batch, int) and isinstance(max_length, int))
                  or batch * beam_size * max_length >= GROW_CACHE_FROM)
         self_cache, cross_cache = self.initial_cache(memory, 0 if grows else max_length + 1)
