@@ -34,9 +34,6 @@ from zoo.presets import architecture_config, load_preset
 from zoo.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
-# Searches of at least this many rows x positions grow their cache (`Translator.generate`);
-# the bench's 128 rows x 32 tokens are 4,096, where growing was 1.08-1.12x faster.
-GROW_CACHE_FROM = 4096
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -336,21 +333,13 @@ class Translator(keras.Model):
             # Every sentence's rows repeated beam_size times (row b * beam + k).
             memory = ops.repeat(memory, beam_size, axis=0)
             source_mask = ops.repeat(source_mask, beam_size, axis=0)
-        # A big search starts its self-attention cache empty and grows it as it goes
-        # (`zoo.decoding.cache_lengths`): 1.23-1.32x faster over 1,000 real sentences at
-        # batch 64 and beam 4 (README). A small one keeps one loop over a full cache: each
-        # cache length is one more loop for XLA to compile (about 1.7 s each on two cores),
-        # and its cache costs little. A graph of unknown batch (an export) is not compiled
-        # by XLA: it grows.
-        grows = (not (isinstance(batch, int) and isinstance(max_length, int))
-                 or batch * beam_size * max_length >= GROW_CACHE_FROM)
-        self_cache, cross_cache = self.initial_cache(memory, 0 if grows else max_length + 1)
+        # The self-attention cache starts empty: the search grows it to the lengths it
+        # needs (`zoo.decoding.cache_lengths`; one full length for small searches).
+        self_cache, cross_cache = self.initial_cache(memory, 0)
 
-        def grow_cache(cache: tuple, length: Any) -> tuple:
+        def grow(cache: tuple, length: Any) -> tuple:
             return tuple(block.self_attention.grow_cache(pair, length)
                          for block, pair in zip(self.decoder_blocks, cache))
-
-        grow = grow_cache if grows else None
 
         start, end = self.special_ids()
 
