@@ -336,6 +336,9 @@ class Translator(keras.Model):
         # The self-attention cache starts empty: the search grows it to the lengths it
         # needs (`zoo.decoding.cache_lengths`; one full length for small searches).
         self_cache, cross_cache = self.initial_cache(memory, 0)
+        # What every step reads and no step changes; it follows its sentence when finished
+        # sentences leave the batch (an export's graph).
+        context = (cross_cache, source_mask)
 
         def grow(cache: tuple, length: Any) -> tuple:
             return tuple(block.self_attention.grow_cache(pair, length)
@@ -343,9 +346,9 @@ class Translator(keras.Model):
 
         start, end = self.special_ids()
 
-        def next_logits(tokens: Any, index: Any, cache: tuple) -> tuple[Any, tuple]:
-            logits, new_cache = self.decode_step(tokens, index, cache, cross_cache,
-                                                 source_mask)
+        def next_logits(tokens: Any, index: Any, cache: tuple, context: tuple
+                        ) -> tuple[Any, tuple]:
+            logits, new_cache = self.decode_step(tokens, index, cache, *context)
             if self.force_end_at_max_length:
                 # The last allowed token can only be the end token.
                 only_end = ops.where(ops.arange(self.vocabulary_size) == end, 0.0, NEVER)
@@ -355,10 +358,10 @@ class Translator(keras.Model):
         if beam_size == 1:
             return greedy_search(next_logits, self_cache, batch, max_length, start, end,
                                  pad_id=self.pad_id, grow_cache=grow,
-                                 length_limit=self.max_target_length)
+                                 length_limit=self.max_target_length, context=context)
         return beam_search(next_logits, self_cache, batch, beam_size, max_length, start,
                            end, pad_id=self.pad_id, alpha=alpha, grow_cache=grow,
-                           length_limit=self.max_target_length)
+                           length_limit=self.max_target_length, context=context)
 
     def ensure_built(self) -> None:
         """Creates every variable with one tiny eager call, if that has not happened yet

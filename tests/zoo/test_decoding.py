@@ -242,12 +242,16 @@ def test_blocked_top_k_equals_a_stable_sort(n, k, block_size, ties):
     assert np.asarray(indices).dtype == np.int32
 
 
-@pytest.mark.parametrize("max_length", [1, 15, 16, 17, 40, 129])
-def test_cache_lengths_double_and_end_at_max_length(max_length):
-    lengths = cache_lengths(max_length)
+@pytest.mark.parametrize("max_length", [1, 7, 15, 16, 17, 40, 129, 1024])
+@pytest.mark.parametrize("first, growth", [(16, 2.0), (8, 1.5)])
+def test_cache_lengths_grow_and_end_at_max_length(max_length, first, growth):
+    lengths = cache_lengths(max_length, first, growth)
     assert lengths[-1] == max_length
-    assert lengths[0] == min(16, max_length)
-    assert all(a < b <= 2 * a for a, b in zip(lengths, lengths[1:]))
+    assert lengths[0] == min(first, max_length)
+    # Each grows by at most `growth` (rounded up to a multiple of 8) and all but the last
+    # are multiples of 8.
+    assert all(a < b <= -(-growth * a // 8) * 8 for a, b in zip(lengths, lengths[1:]))
+    assert all(length % 8 == 0 for length in lengths[:-1])
 
 
 def _history_model(vocab: int = 7, seed: int = 0):
@@ -318,5 +322,48 @@ def test_a_growing_cache_with_a_tensor_max_length():
     tokens, scores = search(tf.constant(max_length))
     want_tokens, want_scores = beam_search(step, (ops.zeros((batch * beam, max_length)),),
                                            batch, beam, max_length, START, END)
+    np.testing.assert_array_equal(np.array(tokens), np.array(want_tokens))
+    np.testing.assert_allclose(np.array(scores), np.array(want_scores), rtol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a graph's tensor batch")
+@pytest.mark.parametrize("beam", [1, 3])
+def test_finished_sequences_leave_a_graph_batch_and_keep_their_results(beam):
+    """In a graph of unknown batch size the searches drop finished sequences between cache
+    lengths (8, 16, 24, 40): every sequence's tokens and scores are those of the same search
+    over the whole batch. Each sequence's context row holds its length, which the step reads
+    (the end token is forced there), so a context row that followed the wrong sequence, or a
+    result written back to the wrong place, changes the answer."""
+    import tensorflow as tf
+
+    history_step, grow = _history_model(seed=2)
+    ends = np.array([5, 20, 40, 17, 33, 3], "float32")  # dropped at 8, 24, 40 or never
+    batch, max_length = len(ends), 40
+
+    def step(tokens, index, cache, context):
+        (length,) = context
+        logits, cache = history_step(tokens, index, cache)
+        forced = ops.cast(ops.cast(index + 1, "float32") >= length, "float32") * 50.0 \
+            * ops.one_hot(END, 7)
+        return logits + forced, cache
+
+    def search(lengths, rows):
+        context = (ops.repeat(lengths, beam, axis=0),)
+        cache = (ops.zeros((rows * beam, 0)),)
+        if beam == 1:
+            return greedy_search(step, cache, rows, max_length, START, END, grow_cache=grow,
+                                 context=context)
+        return beam_search(step, cache, rows, beam, max_length, START, END, grow_cache=grow,
+                           context=context)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
+    def graph_search(lengths):
+        return search(lengths, tf.shape(lengths)[0])
+
+    lengths = ends[:, None]
+    want_tokens, want_scores = search(ops.convert_to_tensor(lengths), batch)
+    tokens, scores = graph_search(tf.constant(lengths))
+    best = np.array(want_tokens) if beam == 1 else np.array(want_tokens)[:, 0]
+    assert ((best == END).argmax(-1) + 1 == np.minimum(ends, max_length)).all()
     np.testing.assert_array_equal(np.array(tokens), np.array(want_tokens))
     np.testing.assert_allclose(np.array(scores), np.array(want_scores), rtol=1e-5)
