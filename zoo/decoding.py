@@ -60,8 +60,9 @@ GROW_CACHE_FROM = 4096
 
 # A graph's cache lengths (`first`, `growth` of `cache_lengths`), where finished sequences
 # leave the batch between lengths: the more often, the fewer steps spent on them, and a loop
-# costs no compilation there. Beam 4 over 32 sentences through the shipped translator's export:
-# 48-60 sentences/s with 16 doubling, 62-64 with a length every 8 (README).
+# costs no compilation there, but each is one more copy of the step in the exported graph. Beam
+# 4 over 32 sentences through the shipped translator's export: 48-60 sentences/s with 16
+# doubling; 55-68 alike with these, a length every 8 or every 4 (README).
 GRAPH_CACHE_LENGTHS = (8, 1.5)
 
 GrowCache = Callable[[tuple, Any], tuple]
