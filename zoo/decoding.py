@@ -186,7 +186,7 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     Where the row count is a tensor (a graph's shapes may change from one loop to the next),
     the sentences that `done(state)` (a `(batch,)` bool) says are finished also leave the
     batch between loops (`_drop_done`), so that later steps compute only the sentences still
-    being searched, and the lengths are `GRAPH_CACHE_LENGTHS`'; the per-sentence tensors
+    being searched, and the lengths are `GRAPH_CACHE_LENGTHS`'s; the per-sentence tensors
     returned are every sentence's, in order."""
     if grow_cache is None:
         return ops.while_loop(cond, body, state, maximum_iterations=max_length)
