@@ -405,7 +405,10 @@ class Translator(keras.Model):
         """Source texts to `(batch, S)` ids, S rounded up to a multiple of 8 (fewer shapes
         to compile), truncated at `max_source_length` with a warning."""
         tokenizer = self.require_tokenizer()
-        encoded = tokenizer.encode(list(texts), max_length=self.max_source_length)
+        return self._padded(tokenizer.encode(list(texts), max_length=self.max_source_length))
+
+    def _padded(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
+        """Token ids to `(batch, S)`, S the longest rounded up to a multiple of 8."""
         longest = max(len(ids) for ids in encoded)
         width = min(self.max_source_length, -(-longest // 8) * 8)
         batch = np.full((len(encoded), width), self.pad_id, "int32")
@@ -423,7 +426,9 @@ class Translator(keras.Model):
             beam_size: 1 for greedy search.
             max_length: most output tokens; by default 1.5 x source length + 10.
             alpha: GNMT length-penalty exponent.
-            batch_size: sentences decoded together.
+            batch_size: sentences decoded together; sentences of similar length go together
+                (the batches follow the source length), so that a batch pads little and its
+                searches end together.
             return_scores: also return each translation's score.
 
         Returns:
@@ -438,9 +443,15 @@ class Translator(keras.Model):
         texts = [_as_text(t, i) for i, t in enumerate(texts)]
         outputs, scores = [""] * len(texts), [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t.strip()]
+        encoded = dict(zip(todo, tokenizer.encode([texts[i] for i in todo],
+                                                  max_length=self.max_source_length)
+                           if todo else []))
+        # By source length: 1,000 test sentences at batch 64 and beam 4 translate 1.48x faster
+        # once compiled than in their own order, to the same translations (README).
+        todo.sort(key=lambda i: len(encoded[i]))
         for start in range(0, len(todo), batch_size):
             chunk = todo[start:start + batch_size]
-            ids = self.encode_texts([texts[i] for i in chunk])
+            ids = self._padded([encoded[i] for i in chunk])
             tokens, chunk_scores = self.search(ids, beam_size, max_length, alpha)
             if beam_size > 1:
                 tokens, chunk_scores = tokens[:, 0], chunk_scores[:, 0]

@@ -155,3 +155,25 @@ def test_same_translation_on_tensorflow_and_jax(model, multi30k_pairs, tmp_path)
         assert result.returncode == 0, result.stderr[-2000:]
         outputs[backend] = result.stdout.strip().splitlines()[-1]
     assert outputs["tensorflow"] == outputs["jax"]
+
+
+def test_translate_batches_by_length_and_answers_in_order(model, monkeypatch):
+    """Sentences go to the search in batches of similar source length (each batch padded to
+    its own longest), and each translation comes back at its sentence's place: the same as
+    translating it alone."""
+    texts = ["A dog.", "Two men in blue shirts are talking outside a big old red building.",
+             "", "A cat sleeps.", "Many people walk along a busy street in a large city at night."]
+    alone = [model.translate([t], beam_size=2)[0] for t in texts]
+    widths = []
+    search = model.search
+
+    def recording(ids, *args, **kwargs):
+        widths.append(ids.shape)
+        return search(ids, *args, **kwargs)
+
+    monkeypatch.setattr(model, "search", recording)
+    assert model.translate(texts, beam_size=2, batch_size=2) == alone
+    lengths = sorted(len(ids) for ids in model.tokenizer.encode(
+        [t for t in texts if t], max_length=model.max_source_length))
+    assert [shape[0] for shape in widths] == [2, 2]
+    assert widths[0][1] == -(-lengths[1] // 8) * 8 < widths[1][1] == -(-lengths[3] // 8) * 8
