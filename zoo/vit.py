@@ -450,7 +450,41 @@ class VisionTransformer(keras.Model):
             A new `VisionTransformer` (not compiled).
         """
         image_size_pair(image_size)  # checks it
-        model = type(self).from_config({**self.get_config(), "image_size": image_size})
+        return self._rebuilt({"image_size": image_size}, method)
+
+    def with_training_options(self, *, dropout: float | None = None,
+                              attention_dropout: float | None = None,
+                              dtype: str | keras.DTypePolicy | None = None
+                              ) -> "VisionTransformer":
+        """A new model with this one's weights and other dropout rates or compute dtype.
+
+        For fine-tuning: a model saved with dropout 0 in float32 can go on training with
+        dropout and in mixed precision (`dtype="mixed_bfloat16"`: float32 variables, bfloat16
+        compute). The weights are copied unchanged (as float32 variables they stay exact).
+
+        Args:
+            dropout: the new dropout rate of the embeddings and blocks (`None`: kept).
+            attention_dropout: the new dropout rate of the attention weights (`None`: kept).
+            dtype: the new dtype policy, e.g. `keras.config.dtype_policy()` (`None`: kept).
+
+        Returns:
+            A new `VisionTransformer` (not compiled).
+        """
+        changes: dict[str, Any] = {}
+        for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+            if rate is not None:
+                if not 0.0 <= float(rate) < 1.0:
+                    raise UserError(f"{name} must lie in [0, 1); got {rate!r}")
+                changes[name] = float(rate)
+        if dtype is not None:
+            changes["dtype"] = keras.dtype_policies.serialize(keras.dtype_policies.get(dtype))
+        return self._rebuilt(changes)
+
+    def _rebuilt(self, changes: dict[str, Any], method: str = "bicubic"
+                 ) -> "VisionTransformer":
+        """`from_config` with `changes`, given this model's weights (the position grid
+        interpolated with `method` where the image size changed)."""
+        model = type(self).from_config({**self.get_config(), **changes})
         old_table = self.position_embedding.position_embeddings
         for old, new in zip(self.weights, model.weights):
             value = old

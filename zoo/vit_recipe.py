@@ -276,8 +276,11 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
         model = replace_head(model, len(class_names), class_names)
     if model.image_size != recipe.image_size:
         model = model.with_image_size(recipe.image_size)
-    if recipe.dropout is not None:
-        print("note: --dropout is ignored when fine-tuning; the model keeps its own")
+    # A model is saved with its own policy (often float32) and dropout: train it in the run's
+    # precision and, where asked, with another dropout rate.
+    policy = keras.config.dtype_policy()
+    if recipe.dropout is not None or model.dtype_policy.name != policy.name:
+        model = model.with_training_options(dropout=recipe.dropout, dtype=policy)
     return model
 
 

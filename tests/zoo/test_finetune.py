@@ -281,3 +281,24 @@ def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(t
     labels = np.eye(3, dtype="float32")[np.arange(8) % 3]
     history = model.fit(images(), labels, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_the_recipe_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_path):
+    from zoo.vit_recipe import ViTFinetuneRecipe, build_vit
+
+    pretrained = small(num_classes=3, class_names=["a", "b", "c"])  # float32, dropout 0
+    pretrained.save(tmp_path / "pre.keras")
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")  # as `--precision` sets it
+    try:
+        recipe = ViTFinetuneRecipe(model=str(tmp_path / "pre.keras"), image_size=16,
+                                   dropout=0.2, layer_decay=1.0, epochs=1)
+        model = build_vit(recipe, ["a", "b", "c"], steps_per_epoch=4)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert model.dropout == 0.2
+    assert model.encoder_blocks[1].compute_dtype == "bfloat16"
+    old, new = values(pretrained), values(model)
+    assert old.keys() == new.keys()
+    for path in old:
+        np.testing.assert_array_equal(old[path], new[path])

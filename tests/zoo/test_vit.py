@@ -256,6 +256,28 @@ def test_model_moved_to_a_larger_image_size_trains():
     assert not np.allclose(numpy(bigger.position_embedding.position_embeddings), before)
 
 
+def test_with_training_options_changes_dropout_and_precision_and_keeps_the_weights():
+    model = tiny()
+    x = images(4)
+    changed = model.with_training_options(dropout=0.3, dtype="mixed_bfloat16")
+    assert changed.dropout == 0.3 and changed.get_config()["dropout"] == 0.3
+    assert changed.encoder_blocks[0].dtype_policy.name == "mixed_bfloat16"
+    assert changed.encoder_blocks[0].compute_dtype == "bfloat16"
+    for a, b in zip(model.weights, changed.weights):  # float32 variables, copied exactly
+        assert b.dtype == "float32"
+        np.testing.assert_array_equal(numpy(a), numpy(b))
+    # In inference the new model computes what the old one does, to bfloat16's precision.
+    np.testing.assert_allclose(numpy(changed(x)), numpy(model(x)), atol=0.1)
+    # Dropout now acts in training (the old model, dropout 0, gives its inference output).
+    np.testing.assert_array_equal(numpy(model(x, training=True)), numpy(model(x)))
+    assert not np.allclose(numpy(changed(x, training=True)), numpy(changed(x)), atol=0.1)
+    kept = model.with_training_options(attention_dropout=0.2)
+    assert (kept.dropout, kept.attention_dropout) == (0.0, 0.2)
+    assert kept.encoder_blocks[0].dtype_policy.name == model.encoder_blocks[0].dtype_policy.name
+    with pytest.raises(ValueError, match="dropout must lie in \\[0, 1\\); got 1.5"):
+        model.with_training_options(dropout=1.5)
+
+
 # --- classify -------------------------------------------------------------------------------
 
 
