@@ -97,3 +97,36 @@ def load_preset(cls: type, name: str) -> Any:
     from zoo.registry import load
 
     return load(name, expect=cls)
+
+
+def training_option_changes(dropout: float | None = None, attention_dropout: float | None = None,
+                            dtype: Any = None) -> dict[str, Any]:
+    """The config changes that give a trained model other dropout rates or another dtype
+    policy (for `with_training_options`); `None` leaves a setting as it is.
+
+    Raises:
+        UserError: a rate outside [0, 1), naming it.
+    """
+    import keras  # here, so that `zoo --help` reads the architectures without Keras
+
+    changes: dict[str, Any] = {}
+    for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+        if rate is not None:
+            if not 0.0 <= float(rate) < 1.0:
+                raise UserError(f"{name} must lie in [0, 1); got {rate!r}")
+            changes[name] = float(rate)
+    if dtype is not None:
+        changes["dtype"] = keras.dtype_policies.serialize(keras.dtype_policies.get(dtype))
+    return changes
+
+
+def in_run_options(model: Any, dropout: float | None = None) -> Any:
+    """A trained model ready to train further in this run: `model` itself, or its copy
+    (`with_training_options`) in the global dtype policy (a model is saved with its own,
+    often float32) and with `dropout` where it is given."""
+    import keras
+
+    policy = keras.config.dtype_policy()
+    if dropout is None and model.dtype_policy.name == policy.name:
+        return model
+    return model.with_training_options(dropout=dropout, dtype=policy)

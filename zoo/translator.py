@@ -30,7 +30,7 @@ from zoo.decoding import (
     greedy_search,
 )
 from zoo.errors import UserError
-from zoo.presets import architecture_config, load_preset
+from zoo.presets import architecture_config, load_preset, training_option_changes
 from zoo.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
@@ -485,6 +485,37 @@ class Translator(keras.Model):
         return source_pieces, target_pieces, weights
 
     # ------------------------------------------------------------------ saving
+    def with_training_options(self, *, dropout: float | None = None,
+                              attention_dropout: float | None = None,
+                              dtype: str | keras.DTypePolicy | None = None) -> "Translator":
+        """A new translator with this one's weights and tokenizer, and other dropout rates or
+        compute dtype.
+
+        For fine-tuning: a translator saved in float32 can go on training with more dropout
+        and in mixed precision (`dtype="mixed_bfloat16"`: float32 variables, bfloat16
+        compute). The weights are copied unchanged.
+
+        Args:
+            dropout: the new dropout rate of the embeddings and blocks (`None`: kept).
+            attention_dropout: the new dropout rate of the attention weights (`None`: kept).
+            dtype: the new dtype policy, e.g. `keras.config.dtype_policy()` (`None`: kept).
+
+        Returns:
+            A new `Translator` (not compiled).
+        """
+        changes = training_option_changes(dropout, attention_dropout, dtype)
+        model = type(self).from_config({**self.get_config(), **changes})
+        model.tokenizer = self.tokenizer
+        ids = np.full((1, 2), self.special_ids()[0], "int32")
+        for translator in (self, model):  # builds the variables of either, if not yet built
+            translator({"source_ids": ids, "target_ids": ids})
+        for old, new in zip(self.weights, model.weights, strict=True):
+            if tuple(old.shape) != tuple(new.shape):
+                raise ValueError(f"cannot copy weight {old.path} of shape "
+                                 f"{tuple(old.shape)} to {new.path} of shape {tuple(new.shape)}")
+            new.assign(old)
+        return model
+
     def save_assets(self, dir_path: str) -> None:
         if self.tokenizer is not None:
             self.tokenizer.save(os.path.join(dir_path, TOKENIZER_ASSET), overwrite=True)

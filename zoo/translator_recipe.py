@@ -36,6 +36,7 @@ from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.decoding import check_search_settings
 from zoo.errors import UserError
+from zoo.presets import in_run_options
 from zoo.registry import load
 from zoo.tokenizer import SubwordTokenizer
 from zoo.translator import Translator
@@ -53,8 +54,8 @@ class TranslatorRecipe:
     tab-separated file or a zip member `archive.zip:member`, a validation split held out).
 
     With `model` (a shipped name or a `.keras` path) the run continues training that
-    translator on the new pairs, with its own tokenizer and architecture (`architecture`,
-    `vocabulary_size` and `dropout` are then ignored).
+    translator on the new pairs, with its own tokenizer and architecture (`architecture` and
+    `vocabulary_size` are then ignored; `dropout` and `precision` apply).
     """
 
     output: str = "runs/translator"
@@ -177,7 +178,7 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
     """The recipe's model (a new `architecture`, or `pretrained` to train further), compiled with
     the paper's optimizer and a label-smoothed loss."""
     if pretrained is not None:
-        model = pretrained
+        model = in_run_options(pretrained, recipe.dropout)
     else:
         overrides: dict[str, Any] = dict(max_source_length=recipe.max_length,
                                          max_target_length=recipe.max_length)

@@ -42,7 +42,8 @@ from zoo.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.errors import UserError
 from zoo.image_batch import as_image_batch
 from zoo import vit_presets  # noqa: F401  (registers the architectures)
-from zoo.presets import architecture_config, architectures, load_preset
+from zoo.presets import (
+    architecture_config, architectures, load_preset, training_option_changes)
 
 POOLINGS = ("cls", "gap")
 
@@ -470,15 +471,7 @@ class VisionTransformer(keras.Model):
         Returns:
             A new `VisionTransformer` (not compiled).
         """
-        changes: dict[str, Any] = {}
-        for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if rate is not None:
-                if not 0.0 <= float(rate) < 1.0:
-                    raise UserError(f"{name} must lie in [0, 1); got {rate!r}")
-                changes[name] = float(rate)
-        if dtype is not None:
-            changes["dtype"] = keras.dtype_policies.serialize(keras.dtype_policies.get(dtype))
-        return self._rebuilt(changes)
+        return self._rebuilt(training_option_changes(dropout, attention_dropout, dtype))
 
     def _rebuilt(self, changes: dict[str, Any], method: str = "bicubic"
                  ) -> "VisionTransformer":

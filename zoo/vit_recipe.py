@@ -45,6 +45,7 @@ from training.optimizers import adamw_no_decay_on_norms
 from training.run import finish_run, fit_resumably, resume, start_run
 from training.schedules import WarmupCosine
 from zoo.errors import UserError
+from zoo.presets import in_run_options
 from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.registry import load
 from zoo.vit import VisionTransformer
@@ -276,12 +277,7 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
         model = replace_head(model, len(class_names), class_names)
     if model.image_size != recipe.image_size:
         model = model.with_image_size(recipe.image_size)
-    # A model is saved with its own policy (often float32) and dropout: train it in the run's
-    # precision and, where asked, with another dropout rate.
-    policy = keras.config.dtype_policy()
-    if recipe.dropout is not None or model.dtype_policy.name != policy.name:
-        model = model.with_training_options(dropout=recipe.dropout, dtype=policy)
-    return model
+    return in_run_options(model, recipe.dropout)
 
 
 def train_vit(recipe: ViTRecipe) -> dict:

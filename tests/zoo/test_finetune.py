@@ -302,3 +302,29 @@ def test_the_recipe_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_
     assert old.keys() == new.keys()
     for path in old:
         np.testing.assert_array_equal(old[path], new[path])
+
+
+def test_a_translator_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_path):
+    from zoo.translator_recipe import TranslatorFinetuneRecipe, build_translator
+
+    shipped = zoo.load("translator-multi30k-en-de")  # float32, dropout 0.1
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")  # as `--precision` sets it
+    try:
+        recipe = TranslatorFinetuneRecipe(model="translator-multi30k-en-de", dropout=0.3)
+        model = build_translator(recipe, shipped.tokenizer, shipped)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert model.dropout == 0.3 and model.tokenizer is shipped.tokenizer
+    assert model.decoder_blocks[0].compute_dtype == "bfloat16"
+    assert len(model.weights) == len(shipped.weights)
+    for old, new in zip(shipped.weights, model.weights):
+        assert new.dtype == "float32"
+        np.testing.assert_array_equal(old.numpy(), new.numpy())
+    # In bfloat16 it predicts the float32 model's next tokens (logits close, not equal).
+    ids = np.array(shipped.tokenizer.encode(["A dog runs in the snow."]), "int32")
+    batch = {"source_ids": ids, "target_ids": ids}
+    ours, reference = (np.asarray(m(batch), "float32") for m in (model, shipped))
+    assert not np.array_equal(ours, reference)
+    np.testing.assert_array_equal(ours.argmax(-1), reference.argmax(-1))
+
