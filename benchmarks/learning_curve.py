@@ -9,7 +9,12 @@ Each `--run` is `LABEL=PATH` to the `metrics.json` that `zoo train` writes; the 
 run's per-epoch `history[METRIC]` (Keras' names: `val_accuracy`, `val_loss`, ...). A run
 resumed over several sessions keeps only its last session's history in `metrics.json`; give
 the earlier epochs with `--prefix LABEL=V1,V2,...` (read off the earlier logs, in the
-metric's own units).
+metric's own units). A run scored every few epochs (the translator's validation BLEU) is
+given by its points, `--points LABEL=EPOCH:VALUE,...`:
+
+    python benchmarks/learning_curve.py --ylabel "validation BLEU" \
+        --points "dropout 0.2=5:24.27,10:34.61,15:35.86" --points "dropout 0.1=5:28.87" \
+        --output saved_models/translator-multi30k-en-de/learning_curve.png
 """
 
 from __future__ import annotations
@@ -39,9 +44,18 @@ def _pair(item: str, flag: str) -> tuple[str, str]:
     return label, value
 
 
+def _point(item: str) -> tuple[str, str]:
+    epoch, sep, value = item.partition(":")
+    if not sep or not epoch.strip().isdigit():
+        raise SystemExit(f"--points {item!r}: expected EPOCH:VALUE")
+    return epoch, value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", action="append", required=True, metavar="LABEL=PATH")
+    parser.add_argument("--run", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--points", action="append", default=[],
+                        metavar="LABEL=EPOCH:VALUE,...")
     parser.add_argument("--prefix", action="append", default=[], metavar="LABEL=V1,V2,...")
     parser.add_argument("--metric", default="val_accuracy")
     parser.add_argument("--percent", action="store_true", help="plot values x 100")
@@ -49,6 +63,8 @@ def main() -> None:
     parser.add_argument("--output", required=True, metavar="FILE.png")
     args = parser.parse_args()
 
+    if not args.run and not args.points:
+        parser.error("give at least one --run or --points")
     prefixes = {label: [float(v) for v in values.split(",")]
                 for label, values in (_pair(item, "--prefix") for item in args.prefix)}
     scale = 100.0 if args.percent else 1.0
@@ -56,6 +72,10 @@ def main() -> None:
     for item in args.run:
         label, path = _pair(item, "--run")
         curves[label] = [v * scale for v in prefixes.get(label, []) + read_curve(path, args.metric)]
+    for item in args.points:
+        label, values = _pair(item, "--points")
+        curves[label] = {int(epoch): float(value) * scale
+                         for epoch, value in (_point(p) for p in values.split(","))}
     plot_learning_curves(curves, args.ylabel or args.metric + (" (%)" if args.percent else ""),
                          args.output)
     print(f"wrote {args.output}")

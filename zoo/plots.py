@@ -77,17 +77,22 @@ def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
     _save(fig, path)
 
 
-def plot_learning_curves(curves: Mapping[str, Sequence[float]], ylabel: str,
-                         path: str | os.PathLike) -> None:
-    """One line per run, a score per epoch (epoch 1 first), e.g. a model card's validation
-    top-1 or BLEU."""
+def plot_learning_curves(curves: Mapping[str, Sequence[float] | Mapping[int, float]],
+                         ylabel: str, path: str | os.PathLike) -> None:
+    """One line per run, e.g. a model card's validation top-1 or BLEU: a score per epoch
+    (a sequence, epoch 1 first) or at some epochs (`{epoch: score}`, for a run evaluated
+    every few epochs)."""
     if not curves or any(len(values) == 0 for values in curves.values()):
         raise ValueError(f"every curve needs at least one value; got lengths "
                          f"{ {label: len(values) for label, values in curves.items()} }")
     fig = _figure(6, 3.6)
     ax = fig.subplots()
     for label, values in curves.items():
-        ax.plot(range(1, len(values) + 1), list(values), marker="o", markersize=3, label=label)
+        if isinstance(values, Mapping):
+            epochs, scores = zip(*sorted(values.items()))
+        else:
+            epochs, scores = range(1, len(values) + 1), list(values)
+        ax.plot(list(epochs), list(scores), marker="o", markersize=3, label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)

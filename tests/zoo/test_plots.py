@@ -38,6 +38,21 @@ def test_learning_curve_joins_earlier_epochs_to_the_run_history(tmp_path, monkey
     assert drawn["ylabel"] == "val_accuracy (%)"
 
 
+def test_learning_curve_draws_a_run_scored_every_few_epochs_at_its_epochs(tmp_path, monkeypatch):
+    drawn = {}
+    script = _script()
+    monkeypatch.setattr(script, "plot_learning_curves",
+                        lambda curves, ylabel, path: drawn.update(curves=curves, ylabel=ylabel))
+    monkeypatch.setattr(sys, "argv", [
+        "learning_curve.py", "--points", "C=10:34.61,5:24.27", "--ylabel", "BLEU",
+        "--output", str(tmp_path / "c.png")])
+    script.main()
+    assert drawn == {"curves": {"C": {5: 24.27, 10: 34.61}}, "ylabel": "BLEU"}
+    monkeypatch.setattr(sys, "argv", ["x", "--points", "C=5-24.27", "--output", "c.png"])
+    with pytest.raises(SystemExit, match="--points '5-24.27': expected EPOCH:VALUE"):
+        script.main()
+
+
 def test_learning_curve_names_a_missing_metric_and_a_malformed_run(tmp_path, monkeypatch):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"history": {"loss": [1.0]}}))
@@ -50,10 +65,16 @@ def test_learning_curve_names_a_missing_metric_and_a_malformed_run(tmp_path, mon
         script.main()
 
 
-def test_plot_learning_curves_writes_a_png_and_rejects_an_empty_curve(tmp_path):
+def test_plot_learning_curves_writes_a_png_and_rejects_an_empty_curve(tmp_path, monkeypatch):
     path = tmp_path / "curve.png"
     plots.plot_learning_curves({"a": [1.0, 2.0, 3.0], "b": [2.0]}, "BLEU", path)
     with Image.open(path) as image:
         assert image.format == "PNG" and image.size == (720, 432)  # 6 x 3.6 in at 120 dpi
+    drawn = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.update(
+        lines=[(list(line.get_xdata()), list(line.get_ydata()))
+               for line in fig.axes[0].get_lines()]))
+    plots.plot_learning_curves({"every": [1.0, 2.0], "some": {10: 3.0, 5: 2.5}}, "BLEU", path)
+    assert drawn["lines"] == [([1, 2], [1.0, 2.0]), ([5, 10], [2.5, 3.0])]
     with pytest.raises(ValueError, match="'b': 0"):
         plots.plot_learning_curves({"a": [1.0], "b": []}, "BLEU", tmp_path / "x.png")
