@@ -29,8 +29,9 @@ def test_shipped_translator_translates(shared_data):
     assert "Mann" in german and "Fahrrad" in german
     sources = read_gz(shared_data / "multi30k" / "test_2016_flickr.en.gz", 100)
     references = read_gz(shared_data / "multi30k" / "test_2016_flickr.de.gz", 100)
-    # The model card reports 34.20 BLEU on these 100 sentences (37.04 on all 1,000), beam 4.
-    assert corpus_scores(model.translate(sources, beam_size=4), references)["bleu"] > 32.20
+    # The model card reports 38.36 BLEU on these 100 sentences (38.88 on all 1,000), beam 4;
+    # the bar is 2 points under the slice's figure.
+    assert corpus_scores(model.translate(sources, beam_size=4), references)["bleu"] > 36.36
 
 
 def held_out_cifar10(shared_data, per_class: int):
