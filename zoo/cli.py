@@ -96,6 +96,9 @@ RECIPE_HELP: dict[str, str] = {
     "warmup_epochs": "linear warm-up epochs before the cosine decay",
     "augment": "random crop and flip",
     "rand_augment": "RandAugment on top of --augment",
+    "rand_augment_magnitude": "RandAugment strength in [0, 1], the paper's M / 10 (DeiT: "
+                              "0.9; short runs on small data often do better with 0.5)",
+    "rand_augment_ops": "RandAugment operations per image (the paper's N)",
     "mix": "batch mixing of images and labels",
 }
 

@@ -91,6 +91,8 @@ class ViTRecipe:
     precision: str = "float32"
     augment: bool = True
     rand_augment: bool = True
+    rand_augment_magnitude: float = 0.9
+    rand_augment_ops: int = 2
     mix: str = "none"
     seed: int = 0
     force: bool = False
@@ -138,6 +140,13 @@ def check_recipe(recipe: ViTRecipe) -> None:
         raise UserError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
     if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
         raise UserError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
+    if not 0 <= recipe.rand_augment_magnitude <= 1:
+        raise UserError(f"rand_augment_magnitude must lie in [0, 1] (the paper's M / 10); "
+                        f"got {recipe.rand_augment_magnitude!r}")
+    if isinstance(recipe.rand_augment_ops, bool) or not isinstance(
+            recipe.rand_augment_ops, int) or recipe.rand_augment_ops < 1:
+        raise UserError(f"rand_augment_ops must be an integer of at least 1; got "
+                        f"{recipe.rand_augment_ops!r}")
     if recipe.mix not in ("none", "mixup", "cutmix"):
         raise UserError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
 
@@ -231,6 +240,15 @@ class AugmentedBatches(keras.utils.PyDataset):
         self.order = self.rng.permutation(len(self.images))
 
 
+def recipe_augmentation(recipe: ViTRecipe) -> keras.layers.Pipeline:
+    """The run's crop and flip, and RandAugment at the recipe's magnitude and number of
+    operations where `rand_augment` is set (`training.augmentation.cifar_augmentation`)."""
+    return cifar_augmentation(
+        recipe.image_size, rand_augment=recipe.rand_augment,
+        magnitude=recipe.rand_augment_magnitude, num_ops=recipe.rand_augment_ops,
+        seed=recipe.seed)
+
+
 def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
               ) -> VisionTransformer:
     """The recipe's model, compiled with AdamW (no decay on norms, biases, position
@@ -289,9 +307,7 @@ def train_vit(recipe: ViTRecipe) -> dict:
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
                                                     seed=recipe.seed, labels=labels)
     num_classes = len(class_names)
-    augment = compiled_augmentation(cifar_augmentation(
-        recipe.image_size, rand_augment=recipe.rand_augment, seed=recipe.seed)
-    ) if recipe.augment else None
+    augment = compiled_augmentation(recipe_augmentation(recipe)) if recipe.augment else None
     mix = None if recipe.mix == "none" else compiled_augmentation(
         MixBatch(recipe.mix, seed=recipe.seed))
     batches = AugmentedBatches(images[train_rows], labels[train_rows], num_classes,

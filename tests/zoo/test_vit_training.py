@@ -152,3 +152,18 @@ def test_ema_momentum_out_of_range_is_one_line(tmp_path, capsys):
     assert main(["train", "vit", "--data", str(tmp_path), "--ema-momentum", "1.0",
                  "--output", str(tmp_path / "run")]) == 2
     assert "ema_momentum must lie in (0, 1); got 1.0" in capsys.readouterr().err
+
+
+def test_the_recipe_augments_with_its_randaugment_settings():
+    from training.rand_augment import RandAugmentPolicy
+    from zoo.vit_recipe import recipe_augmentation
+
+    def policies(recipe: ViTRecipe) -> list:
+        return [layer for layer in recipe_augmentation(recipe).layers
+                if isinstance(layer, RandAugmentPolicy)]
+
+    (policy,) = policies(ViTRecipe(rand_augment_magnitude=0.5, rand_augment_ops=3))
+    assert (policy.magnitude, policy.num_ops) == (0.5, 3)
+    (default,) = policies(ViTRecipe())
+    assert (default.magnitude, default.num_ops) == (0.9, 2)
+    assert policies(ViTRecipe(rand_augment=False, rand_augment_magnitude=0.5)) == []
