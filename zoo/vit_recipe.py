@@ -118,7 +118,7 @@ def check_recipe(recipe: ViTRecipe) -> None:
     Raises:
         ValueError: a setting out of its range.
     """
-    for name in ("epochs", "batch_size", "image_size", "validation_size"):
+    for name in ("epochs", "batch_size", "image_size", "validation_size", "rand_augment_ops"):
         positive_int(getattr(recipe, name), name, error=UserError)
     if recipe.limit_per_class is not None:
         positive_int(recipe.limit_per_class, "limit_per_class", error=UserError)
@@ -143,10 +143,6 @@ def check_recipe(recipe: ViTRecipe) -> None:
     if not 0 <= recipe.rand_augment_magnitude <= 1:
         raise UserError(f"rand_augment_magnitude must lie in [0, 1] (the paper's M / 10); "
                         f"got {recipe.rand_augment_magnitude!r}")
-    if isinstance(recipe.rand_augment_ops, bool) or not isinstance(
-            recipe.rand_augment_ops, int) or recipe.rand_augment_ops < 1:
-        raise UserError(f"rand_augment_ops must be an integer of at least 1; got "
-                        f"{recipe.rand_augment_ops!r}")
     if recipe.mix not in ("none", "mixup", "cutmix"):
         raise UserError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
 
