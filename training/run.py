@@ -17,6 +17,7 @@ the same keys) atomically.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import time
@@ -62,10 +63,11 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
                   **fit_kwargs: Any) -> tuple[keras.callbacks.History, float]:
     """`model.fit` from `initial_epoch` to `epochs` with a checkpoint after every epoch (the
     newest `keep` kept), TensorBoard logs, and a progress bar at a terminal; returns the
-    history and the seconds it took."""
-    callbacks = list(callbacks or []) + [
-        ResumableCheckpoint(out / "checkpoints", keep=keep),
-        keras.callbacks.TensorBoard(str(out / "logs"))]
+    history and the seconds it took. TensorBoard logs need TensorFlow's summary writer: on a
+    machine without TensorFlow (a JAX-only GPU machine) the run trains without them."""
+    callbacks = list(callbacks or []) + [ResumableCheckpoint(out / "checkpoints", keep=keep)]
+    if importlib.util.find_spec("tensorflow") is not None:
+        callbacks.append(keras.callbacks.TensorBoard(str(out / "logs")))
     started = time.time()
     history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                         verbose=fit_verbosity(), **fit_kwargs)

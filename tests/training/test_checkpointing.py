@@ -305,3 +305,33 @@ def test_prepare_run_folder_lets_new_and_unfinished_runs_through(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError, match="is a file"):
         prepare_run_folder(tmp_path / "file", RUN, force=True)
+
+
+@pytest.mark.parametrize("tensorflow_installed", [True, False])
+def test_fit_resumably_writes_tensorboard_logs_only_where_tensorflow_is(tmp_path, monkeypatch,
+                                                                       tensorflow_installed):
+    # The lent GPU machine has JAX and no TensorFlow: a run there trains without TensorBoard
+    # logs (whose writer is TensorFlow's) instead of failing at its first epoch.
+    import importlib.util
+
+    from training.run import fit_resumably
+
+    if tensorflow_installed and importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+        None if name == "tensorflow" and not tensorflow_installed else real_find_spec(name, *a)))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+
+    class Batches(keras.utils.PyDataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, index):
+            return np.ones((4, 3), "float32"), np.zeros((4, 1), "float32")
+
+    history, _ = fit_resumably(model, Batches(), tmp_path, epochs=2, initial_epoch=0)
+    assert len(history.history["loss"]) == 2
+    assert latest_checkpoint(tmp_path / "checkpoints") is not None
+    assert (tmp_path / "logs").exists() == tensorflow_installed
