@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from typing import Any, Callable
 
 from zoo.errors import UserError
 
@@ -118,6 +118,33 @@ def training_option_changes(dropout: float | None = None, attention_dropout: flo
     if dtype is not None:
         changes["dtype"] = keras.dtype_policies.serialize(keras.dtype_policies.get(dtype))
     return changes
+
+
+def copy_weights(source: Any, target: Any,
+                 convert: Callable[[Any, Any], Any] | None = None) -> None:
+    """Assigns every weight of `source` to the weight of `target` in the same position (two
+    models of one architecture, built; for `with_training_options` and the like).
+
+    Args:
+        source: the model whose weights are read.
+        target: the model whose weights are assigned, cast to their own dtype.
+        convert: optional `convert(old, new)`, returning the value for `new` to take instead
+            of `old` (e.g. a position table interpolated to another grid), or None.
+
+    Raises:
+        ValueError: the models have different numbers of weights, or a weight's shape
+            differs and `convert` gave no value for it.
+    """
+    from keras import ops
+
+    for old, new in zip(source.weights, target.weights, strict=True):
+        value = convert(old, new) if convert is not None else None
+        if value is None:
+            if tuple(old.shape) != tuple(new.shape):
+                raise ValueError(f"cannot copy weight {old.path} of shape "
+                                 f"{tuple(old.shape)} to {new.path} of shape {tuple(new.shape)}")
+            value = old
+        new.assign(ops.cast(value, new.dtype))
 
 
 def in_run_options(model: Any, dropout: float | None = None) -> Any:

@@ -30,7 +30,12 @@ from zoo.decoding import (
     greedy_search,
 )
 from zoo.errors import UserError
-from zoo.presets import architecture_config, load_preset, training_option_changes
+from zoo.presets import (
+    architecture_config,
+    copy_weights,
+    load_preset,
+    training_option_changes,
+)
 from zoo.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
@@ -509,11 +514,7 @@ class Translator(keras.Model):
         ids = np.full((1, 2), self.special_ids()[0], "int32")
         for translator in (self, model):  # builds the variables of either, if not yet built
             translator({"source_ids": ids, "target_ids": ids})
-        for old, new in zip(self.weights, model.weights, strict=True):
-            if tuple(old.shape) != tuple(new.shape):
-                raise ValueError(f"cannot copy weight {old.path} of shape "
-                                 f"{tuple(old.shape)} to {new.path} of shape {tuple(new.shape)}")
-            new.assign(old)
+        copy_weights(self, model)
         return model
 
     def save_assets(self, dir_path: str) -> None:

@@ -43,7 +43,7 @@ from zoo.errors import UserError
 from zoo.image_batch import as_image_batch
 from zoo import vit_presets  # noqa: F401  (registers the architectures)
 from zoo.presets import (
-    architecture_config, architectures, load_preset, training_option_changes)
+    architecture_config, architectures, copy_weights, load_preset, training_option_changes)
 
 POOLINGS = ("cls", "gap")
 
@@ -479,18 +479,15 @@ class VisionTransformer(keras.Model):
         interpolated with `method` where the image size changed)."""
         model = type(self).from_config({**self.get_config(), **changes})
         old_table = self.position_embedding.position_embeddings
-        for old, new in zip(self.weights, model.weights):
-            value = old
-            if old is old_table:
-                if model.grid_size != self.grid_size:
-                    value = interpolate_position_embedding_2d(
-                        ops.convert_to_tensor(old), self.grid_size, model.grid_size,
-                        num_prefix_tokens=self.num_prefix_tokens, method=method)
-            elif tuple(old.shape) != tuple(new.shape):
-                raise ValueError(
-                    f"cannot copy weight {old.path} of shape {tuple(old.shape)} to "
-                    f"{new.path} of shape {tuple(new.shape)}")
-            new.assign(ops.cast(value, new.dtype))
+
+        def positions(old: Any, new: Any) -> Any:
+            if old is not old_table or model.grid_size == self.grid_size:
+                return None
+            return interpolate_position_embedding_2d(
+                ops.convert_to_tensor(old), self.grid_size, model.grid_size,
+                num_prefix_tokens=self.num_prefix_tokens, method=method)
+
+        copy_weights(self, model, positions)
         return model
 
     def prune_heads(self, heads_to_prune: Mapping[int, Sequence[int]]) -> "VisionTransformer":
