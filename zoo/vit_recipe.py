@@ -104,7 +104,8 @@ class ViTRecipe:
 @dataclasses.dataclass
 class ViTFinetuneRecipe(ViTRecipe):
     """`zoo finetune vit`: the recipe with fine-tuning defaults (a pretrained model, few
-    epochs, a smaller learning rate, layer-wise decay, no RandAugment)."""
+    epochs, a short warm-up, layer-wise decay, no RandAugment). Its learning rate is set here
+    too, so that it stays 3e-4 whatever the training recipe's default becomes."""
 
     output: str = "runs/vit-finetune"
     model: str | None = "vit-cifar10"
