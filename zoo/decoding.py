@@ -172,7 +172,8 @@ def cache_lengths(max_length: int, first: int = FIRST_CACHE_LENGTH, growth: floa
 
 def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_length: Any,
                  grow_cache: GrowCache | None, length_limit: int,
-                 done: Callable[[tuple], Any] | None = None, beam_size: int = 1) -> tuple:
+                 done: Callable[[tuple], Any] | None = None, beam_size: int = 1,
+                 two_steps: bool = False) -> tuple:
     """The searches' while loop over `state`: `(i, *per_sentence, cache, context)`, where each
     per-sentence tensor has the batch as its first axis and the cache's and context's tensors
     `batch * beam_size` rows.
@@ -187,9 +188,12 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     the sentences that `done(state)` (a `(batch,)` bool) says are finished also leave the
     batch between loops (`_drop_done`), so that later steps compute only the sentences still
     being searched, and the lengths are `GRAPH_CACHE_LENGTHS`'s; the per-sentence tensors
-    returned are every sentence's, in order."""
+    returned are every sentence's, in order.
+
+    `two_steps`: each iteration runs `body` twice (`_two_steps`), except in such a graph."""
     if grow_cache is None:
-        return ops.while_loop(cond, body, state, maximum_iterations=max_length)
+        return ops.while_loop(cond, _two_steps(cond, body) if two_steps else body, state,
+                              maximum_iterations=max_length)
     shrink = done is not None and not _is_int(rows)
     growth = GRAPH_CACHE_LENGTHS if shrink else ()
     if not _is_int(max_length):
@@ -210,11 +214,28 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
         def within(i: Any, *rest: Any, length: Any = length) -> Any:
             return ops.logical_and(i < length, cond(i, *rest))
 
-        state = ops.while_loop(within, body, state, maximum_iterations=length)
+        step = _two_steps(within, body) if two_steps and not shrink else body
+        state = ops.while_loop(within, step, state, maximum_iterations=length)
     if shrink:
         results = _write_back(results, slots, state[1:-2])
         state = (state[0], *results, *state[-2:])
     return state
+
+
+def _two_steps(cond: Callable, body: Callable) -> Callable:
+    """A loop body that runs `body` twice, the second time only where `cond` still holds.
+
+    Beam search reorders its cache with a gather, which cannot write in place; one step per
+    iteration, XLA then copies the gathered cache back into the loop's buffer every step. With
+    two, the steps alternate between two buffers: beam 4 1.07x faster on TensorFlow, JAX
+    1.05x (README). Not for greedy search, which has no reorder (there the condition cost
+    more than it saved), nor in an export's graph, which XLA does not compile (batch 1
+    slower)."""
+    def twice(*state: Any) -> tuple:
+        state = body(*state)
+        return ops.cond(cond(*state), lambda: body(*state), lambda: state)
+
+    return twice
 
 
 def _write_back(results: tuple, slots: Any, sentences: tuple) -> tuple:
@@ -487,7 +508,7 @@ def beam_search(
             tuple(cache), tuple(context or ()))
     _, tokens, log_probs, lengths, _, _, _ = _search_loop(
         cond, body, loop, rows, max_length, grow_cache, length_limit,
-        done=lambda state: done(*state[2:5]), beam_size=beam_size)
+        done=lambda state: done(*state[2:5]), beam_size=beam_size, two_steps=True)
     scores = log_probs / length_penalty(ops.maximum(lengths, 1), alpha)
     # Sort once more: the last step ranked candidates, but an early stop keeps that order.
     order = ops.cast(ops.argsort(-scores, axis=1), "int32")

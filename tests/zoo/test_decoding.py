@@ -367,3 +367,21 @@ def test_finished_sequences_leave_a_graph_batch_and_keep_their_results(beam):
     assert ((best == END).argmax(-1) + 1 == np.minimum(ends, max_length)).all()
     np.testing.assert_array_equal(np.array(tokens), np.array(want_tokens))
     np.testing.assert_allclose(np.array(scores), np.array(want_scores), rtol=1e-5)
+
+
+@pytest.mark.parametrize("limit", [0, 1, 4, 5])
+def test_two_steps_per_iteration_stop_where_one_step_would(limit):
+    """The searches' loop body runs two steps per iteration (`_two_steps`); the second must
+    not run once the condition fails, or an odd number of steps would take one too many."""
+    from zoo.decoding import _two_steps
+
+    def cond(i, total):
+        return i < limit
+
+    def body(i, total):
+        return i + 1, total + 10 * (i + 1)
+
+    i, total = ops.while_loop(cond, _two_steps(cond, body),
+                              (ops.convert_to_tensor(0), ops.convert_to_tensor(0)))
+    assert int(i) == limit
+    assert int(total) == sum(10 * (k + 1) for k in range(limit))
