@@ -227,8 +227,8 @@ def _two_steps(cond: Callable, body: Callable) -> Callable:
 
     Beam search reorders its cache with a gather, which cannot write in place; one step per
     iteration, XLA then copies the gathered cache back into the loop's buffer every step. With
-    two, the steps alternate between two buffers: beam 4 1.07x faster on TensorFlow, JAX
-    1.05x (README). Not for greedy search, which has no reorder (there the condition cost
+    two, the steps alternate between two buffers: beam 4 1.09x faster on TensorFlow, and on
+    JAX 1.09x or the same within the noise (README). Not for greedy search, which has no reorder (there the condition cost
     more than it saved), nor in an export's graph, which XLA does not compile (batch 1
     slower)."""
     def twice(*state: Any) -> tuple:
