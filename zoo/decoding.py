@@ -190,7 +190,11 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     being searched, and the lengths are `GRAPH_CACHE_LENGTHS`'s; the per-sentence tensors
     returned are every sentence's, in order.
 
-    `two_steps`: each iteration runs `body` twice (`_two_steps`), except in such a graph."""
+    `two_steps`: each iteration runs `body` twice (`_two_steps`), except in such a graph and
+    in searches of fewer than `GROW_CACHE_FROM` rows x positions, where the second copy of the
+    step would cost more compilation than it saves."""
+    small = _is_int(rows) and _is_int(max_length) and rows * max_length < GROW_CACHE_FROM
+    two_steps = two_steps and not small
     if grow_cache is None:
         return ops.while_loop(cond, _two_steps(cond, body) if two_steps else body, state,
                               maximum_iterations=max_length)
@@ -199,7 +203,7 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     if not _is_int(max_length):
         lengths = [ops.minimum(length, max_length)
                    for length in cache_lengths(length_limit, *growth)]
-    elif _is_int(rows) and rows * max_length < GROW_CACHE_FROM:
+    elif small:
         lengths = [max_length]
     else:
         lengths = cache_lengths(max_length, *growth)
@@ -228,9 +232,10 @@ def _two_steps(cond: Callable, body: Callable) -> Callable:
     Beam search reorders its cache with a gather, which cannot write in place; one step per
     iteration, XLA then copies the gathered cache back into the loop's buffer every step. With
     two, the steps alternate between two buffers: beam 4 1.09x faster on TensorFlow, and on
-    JAX 1.09x or the same within the noise (README). Not for greedy search, which has no reorder (there the condition cost
-    more than it saved), nor in an export's graph, which XLA does not compile (batch 1
-    slower)."""
+    JAX 1.09x or the same within the noise (README). Not for greedy search, which has no
+    reorder (there the condition cost more than it saved), nor in an export's graph, which
+    XLA does not compile (batch 1 slower), nor for small searches (`_search_loop`): XLA
+    compiles the step twice, 1.3 s more before `zoo translate`'s first sentence."""
     def twice(*state: Any) -> tuple:
         state = body(*state)
         return ops.cond(cond(*state), lambda: body(*state), lambda: state)

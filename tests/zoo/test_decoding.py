@@ -178,11 +178,18 @@ def _reference_beam_search(log_p, batch, beam, max_length, alpha):
             np.take_along_axis(final, order, 1))
 
 
+@pytest.mark.parametrize("two_steps", [False, True])
 @pytest.mark.parametrize("beam", [2, 3, 5])
-def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam):
+def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam, two_steps,
+                                                                   monkeypatch):
     """The two-stage top-k (each hypothesis' best `beam` tokens, then the best of those)
     keeps exactly what scoring all hypothesis x token candidates keeps, ended beams and the
-    length penalty included."""
+    length penalty included; with one step per loop iteration (a small search) and with two
+    (a large one)."""
+    import zoo.decoding
+
+    if two_steps:
+        monkeypatch.setattr(zoo.decoding, "GROW_CACHE_FROM", 0)
     vocab, batch, max_length = 9, 3, 6
     rng = np.random.default_rng(beam)
     logits = rng.normal(size=(vocab, vocab)) * 2.0
