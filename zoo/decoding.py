@@ -194,10 +194,14 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     in searches of fewer than `GROW_CACHE_FROM` rows x positions, where the second copy of the
     step would cost more compilation than it saves."""
     small = _is_int(rows) and _is_int(max_length) and rows * max_length < GROW_CACHE_FROM
-    two_steps = two_steps and not small
+    unroll = two_steps and _is_int(rows) and not small
+
+    def loop(condition: Callable, state: tuple, iterations: Any) -> tuple:
+        step = _two_steps(condition, body) if unroll else body  # guarded by this loop's own
+        return ops.while_loop(condition, step, state, maximum_iterations=iterations)
+
     if grow_cache is None:
-        return ops.while_loop(cond, _two_steps(cond, body) if two_steps else body, state,
-                              maximum_iterations=max_length)
+        return loop(cond, state, max_length)
     shrink = done is not None and not _is_int(rows)
     growth = GRAPH_CACHE_LENGTHS if shrink else ()
     if not _is_int(max_length):
@@ -218,8 +222,7 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
         def within(i: Any, *rest: Any, length: Any = length) -> Any:
             return ops.logical_and(i < length, cond(i, *rest))
 
-        step = _two_steps(within, body) if two_steps and not shrink else body
-        state = ops.while_loop(within, step, state, maximum_iterations=length)
+        state = loop(within, state, length)
     if shrink:
         results = _write_back(results, slots, state[1:-2])
         state = (state[0], *results, *state[-2:])

@@ -286,13 +286,19 @@ def _history_model(vocab: int = 7, seed: int = 0):
     return step, grow
 
 
+@pytest.mark.parametrize("odd_lengths", [False, True])
 @pytest.mark.parametrize("beam", [1, 3])
-def test_a_growing_cache_finds_what_a_full_one_finds(beam, monkeypatch):
-    """Searches that grow the cache (16, 32, 40 positions) return exactly the tokens and
-    scores of the same searches over a cache of all 40 positions from the start."""
+def test_a_growing_cache_finds_what_a_full_one_finds(beam, odd_lengths, monkeypatch):
+    """Searches that grow the cache (16, 32, 40 positions; or 5, 21, 32, 40, where beam
+    search's two steps per loop iteration straddle a length unless each loop's own condition
+    guards the second) return exactly the tokens and scores of the same searches over a cache
+    of all 40 positions from the start."""
     import zoo.decoding
 
     monkeypatch.setattr(zoo.decoding, "GROW_CACHE_FROM", 0)  # small as the search is
+    if odd_lengths:
+        monkeypatch.setattr(zoo.decoding, "cache_lengths",
+                            lambda max_length, *growth: [5, 21, 32, max_length])
     step, grow = _history_model()
     batch, max_length = 2, 40
     rows = batch * beam
