@@ -197,7 +197,7 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     unroll = two_steps and _is_int(rows) and not small
 
     def loop(condition: Callable, state: tuple, iterations: Any) -> tuple:
-        step = _two_steps(condition, body) if unroll else body  # guarded by this loop's own
+        step = _two_steps(condition, body) if unroll else body  # 2nd step: `condition` holds
         return ops.while_loop(condition, step, state, maximum_iterations=iterations)
 
     if grow_cache is None:
