@@ -33,6 +33,7 @@ import numbers
 from typing import Any, Callable
 
 import keras
+import numpy as np
 from keras import ops
 
 # Re-exported: the searches' callers compile with it (`Translator.search`).
@@ -173,7 +174,7 @@ def cache_lengths(max_length: int, first: int = FIRST_CACHE_LENGTH, growth: floa
 def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_length: Any,
                  grow_cache: GrowCache | None, length_limit: int,
                  done: Callable[[tuple], Any] | None = None, beam_size: int = 1,
-                 two_steps: bool = False) -> tuple:
+                 two_steps: bool = False, first: Callable | None = None) -> tuple:
     """The searches' while loop over `state`: `(i, *per_sentence, cache, context)`, where each
     per-sentence tensor has the batch as its first axis and the cache's and context's tensors
     `batch * beam_size` rows.
@@ -192,16 +193,22 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
 
     `two_steps`: each iteration runs `body` twice (`_two_steps`), except in such a graph and
     in searches of fewer than `GROW_CACHE_FROM` rows x positions, where the second copy of the
-    step would cost more compilation than it saves."""
+    step would cost more compilation than it saves.
+
+    `first`: a search's first step, `state -> state` (beam search's, once per sentence), run
+    before the first loop, its cache grown to the loop's length; also not in small searches,
+    which then take that step in the loop (`body` must handle it)."""
     small = _is_int(rows) and _is_int(max_length) and rows * max_length < GROW_CACHE_FROM
     unroll = two_steps and _is_int(rows) and not small
+    if small:
+        first = None
 
     def loop(condition: Callable, state: tuple, iterations: Any) -> tuple:
         step = _two_steps(condition, body) if unroll else body  # 2nd step: `condition` holds
         return ops.while_loop(condition, step, state, maximum_iterations=iterations)
 
     if grow_cache is None:
-        return loop(cond, state, max_length)
+        return loop(cond, first(*state) if first else state, max_length)
     shrink = done is not None and not _is_int(rows)
     growth = GRAPH_CACHE_LENGTHS if shrink else ()
     if not _is_int(max_length):
@@ -218,6 +225,8 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
         if shrink and number:
             state, results, slots = _drop_done(state, done(state), results, slots, beam_size)
         state = (*state[:-2], grow_cache(state[-2], length), state[-1])
+        if first and not number:
+            state = first(*state)
 
         def within(i: Any, *rest: Any, length: Any = length) -> Any:
             return ops.logical_and(i < length, cond(i, *rest))
@@ -421,7 +430,10 @@ def beam_search(
     is exactly greedy search.
 
     Args:
-        next_logits: the model's step function, called on `batch_size * beam_size` rows.
+        next_logits: the model's step function, called on `batch_size * beam_size` rows;
+            in a large search (`_search_loop`), the first step on `batch_size` rows, each
+            sentence's first row of `cache` and `context` (every hypothesis is the start
+            token then), whose rows are repeated for the beam afterwards.
         cache: initial cache for `batch_size * beam_size` rows (beam-major within a sequence:
             row `b * beam_size + k`).
         batch_size: number of sequences (an int; a scalar tensor inside a TensorFlow graph
@@ -466,6 +478,31 @@ def beam_search(
                                ops.logical_not(ops.all(done(log_probs, lengths, finished))))
 
     step = _with_context(next_logits, context)
+
+    def first(i, tokens, log_probs, lengths, finished, cache, context):
+        # Every hypothesis of a sentence is the start token alone, so its first step runs on
+        # one row per sentence, whose `beam_size` best tokens start the beam; the rows are
+        # repeated for the beam only afterwards (the tokens, scores and cache the loop's
+        # first step would give, for 1 / beam_size of its work; CTranslate2 does the same).
+        batch = ops.shape(tokens)[0]
+        once = ops.arange(batch, dtype="int32") * beam_size  # each sentence's first row
+        logits, cache = step(ops.full((batch, 1), start_id, "int32"), i,
+                             *keras.tree.map_structure(lambda t: ops.take(t, once, axis=0),
+                                                       (cache, context)))
+        logits = ops.cast(logits, "float32")
+        per = min(beam_size, logits.shape[-1])
+        top, token = blocked_top_k(logits, per)  # (batch, per), best first
+        log_probs = top - ops.logsumexp(logits, axis=-1, keepdims=True)
+        if per < beam_size:  # a vocabulary smaller than the beam: as the loop would, the
+            # other hypotheses repeat those tokens from the start's NEVER (they never win)
+            k = np.arange(beam_size)
+            start = np.where(k < per, 0.0, NEVER).astype("float32")
+            token = ops.take(token, k % per, axis=1)
+            log_probs = ops.take(log_probs, k % per, axis=1) + start
+        tokens = ops.slice_update(tokens, [0, 0, 1], ops.expand_dims(token, -1))
+        cache = keras.tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), cache)
+        return (i + 1, tokens, log_probs, ops.ones_like(lengths), ops.equal(token, end_id),
+                cache, context)
 
     def body(i, tokens, log_probs, lengths, finished, cache, context):
         # The sequences still searched: all of them, or fewer once done ones leave the batch.
@@ -516,7 +553,8 @@ def beam_search(
             tuple(cache), tuple(context or ()))
     _, tokens, log_probs, lengths, _, _, _ = _search_loop(
         cond, body, loop, rows, max_length, grow_cache, length_limit,
-        done=lambda state: done(*state[2:5]), beam_size=beam_size, two_steps=True)
+        done=lambda state: done(*state[2:5]), beam_size=beam_size, two_steps=True,
+        first=first if beam_size > 1 else None)
     scores = log_probs / length_penalty(ops.maximum(lengths, 1), alpha)
     # Sort once more: the last step ranked candidates, but an early stop keeps that order.
     order = ops.cast(ops.argsort(-scores, axis=1), "int32")

@@ -334,13 +334,15 @@ class Translator(keras.Model):
         if max_length is None:
             max_length = self.default_max_length(source_ids.shape[1])
         memory, source_mask = self.encode(source_ids)
-        if beam_size > 1:
-            # Every sentence's rows repeated beam_size times (row b * beam + k).
-            memory = ops.repeat(memory, beam_size, axis=0)
-            source_mask = ops.repeat(source_mask, beam_size, axis=0)
         # The self-attention cache starts empty: the search grows it to the lengths it
         # needs (`zoo.decoding.cache_lengths`; one full length for small searches).
         self_cache, cross_cache = self.initial_cache(memory, 0)
+        if beam_size > 1:
+            # Every sentence's rows repeated beam_size times (row b * beam + k), after its
+            # cross-attention keys and values are computed once (not once per hypothesis).
+            self_cache, cross_cache, source_mask = keras.tree.map_structure(
+                lambda t: ops.repeat(t, beam_size, axis=0),
+                (self_cache, cross_cache, source_mask))
         # What every step reads and no step changes; it follows its sentence when finished
         # sentences leave the batch (an export's graph).
         context = (cross_cache, source_mask)

@@ -178,17 +178,18 @@ def _reference_beam_search(log_p, batch, beam, max_length, alpha):
             np.take_along_axis(final, order, 1))
 
 
-@pytest.mark.parametrize("two_steps", [False, True])
+@pytest.mark.parametrize("large", [False, True])
 @pytest.mark.parametrize("beam", [2, 3, 5])
-def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam, two_steps,
+def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam, large,
                                                                    monkeypatch):
     """The two-stage top-k (each hypothesis' best `beam` tokens, then the best of those)
     keeps exactly what scoring all hypothesis x token candidates keeps, ended beams and the
-    length penalty included; with one step per loop iteration (a small search) and with two
-    (a large one)."""
+    length penalty included; as a small search runs (one step per loop iteration, the first
+    on every row) and as a large one does (two per iteration, the first once per
+    sentence)."""
     import zoo.decoding
 
-    if two_steps:
+    if large:
         monkeypatch.setattr(zoo.decoding, "GROW_CACHE_FROM", 0)
     vocab, batch, max_length = 9, 3, 6
     rng = np.random.default_rng(beam)
@@ -207,6 +208,38 @@ def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam, two_ste
     want_tokens, want_scores = _reference_beam_search(log_p, batch, beam, max_length, 0.6)
     np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(np.array(got_tokens), want_tokens)
+
+
+@pytest.mark.parametrize("beam, vocab", [(3, 7), (6, 4)])
+def test_the_first_step_once_per_sentence_finds_what_every_row_finds(beam, vocab,
+                                                                     monkeypatch):
+    """A large beam search takes its first step on one row per sentence and repeats the
+    rows for the beam afterwards: the step sees `batch` rows once, and the tokens and scores
+    are those of a small search, whose loop takes that step on all `batch * beam` rows; also
+    with fewer tokens than hypotheses, where the others start at NEVER."""
+    import zoo.decoding
+
+    history_step, grow = _history_model(vocab=vocab, seed=3)
+    rows_seen = []
+
+    def step(tokens, index, cache):
+        rows_seen.append(tokens.shape[0])
+        return history_step(tokens, index, cache)
+
+    batch, max_length = 2, 9
+
+    def search():
+        return beam_search(step, (ops.zeros((batch * beam, 0)),), batch, beam, max_length,
+                           START, END, grow_cache=grow)
+
+    want_tokens, want_scores = search()  # small: every step on every row
+    assert set(rows_seen) == {batch * beam}
+    monkeypatch.setattr(zoo.decoding, "GROW_CACHE_FROM", 0)
+    rows_seen.clear()
+    tokens, scores = search()
+    assert rows_seen[0] == batch and set(rows_seen[1:]) == {batch * beam}
+    np.testing.assert_array_equal(np.array(tokens), np.array(want_tokens))
+    np.testing.assert_allclose(np.array(scores), np.array(want_scores), rtol=1e-5)
 
 
 def test_search_stops_once_the_best_cannot_be_beaten():
