@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,7 +33,7 @@ from training.checkpointing import (
     restore_latest,
 )
 from training.file_store import write_atomically
-from training.precision import set_precision
+from training.precision import bfloat16_warning, set_precision
 from training.progress import fit_verbosity
 
 
@@ -46,6 +47,9 @@ def start_run(output: str | os.PathLike, run_files: Iterable[str], force: bool, 
     out.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(seed)
     set_precision(precision)
+    warning = bfloat16_warning(precision)
+    if warning:
+        warnings.warn(warning, stacklevel=2)
     return out
 
 

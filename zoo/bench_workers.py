@@ -110,7 +110,8 @@ class _StubModule(types.ModuleType):
 
 class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Stands in for torchvision where it cannot load (timm imports it at module level for
-    data transforms and FrozenBatchNorm2d; `VisionTransformer` uses none of it)."""
+    data transforms and FrozenBatchNorm2d, transformers on importing `MarianMTModel`; the
+    models measured use none of it)."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name == "torchvision" or name.startswith("torchvision."):
@@ -124,16 +125,26 @@ class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def import_timm_vision_transformer() -> tuple[Any, str]:
-    """timm's VisionTransformer class, and a note when torchvision had to be stubbed."""
-    note = ""
+def torchvision_or_stub() -> str:
+    """Imports torchvision, or stands `_TorchvisionStub` in for it where it does not load
+    beside the CPU torch (PyPI's torchvision, which timm's dependencies and so the `bench`
+    extra install, is a CUDA build whose operators do not register: "operator
+    torchvision::nms does not exist"). Returns a note when it was stubbed, else ""."""
+    if any(isinstance(finder, _TorchvisionStub) for finder in sys.meta_path):
+        return "torchvision stubbed"
     try:
         import torchvision  # noqa: F401
     except Exception as error:  # noqa: BLE001 (a CUDA build without its libraries, etc.)
         for name in [m for m in sys.modules if m.startswith("torchvision")]:
             del sys.modules[name]
         sys.meta_path.insert(0, _TorchvisionStub())
-        note = f"torchvision stubbed ({type(error).__name__}); VisionTransformer does not use it"
+        return f"torchvision stubbed ({type(error).__name__}); the model does not use it"
+    return ""
+
+
+def import_timm_vision_transformer() -> tuple[Any, str]:
+    """timm's VisionTransformer class, and a note when torchvision had to be stubbed."""
+    note = torchvision_or_stub()
     from timm.models.vision_transformer import VisionTransformer
 
     return VisionTransformer, note
@@ -247,6 +258,8 @@ def marian(folder: Path) -> tuple[Any, Any]:
     """A random-weight `MarianMTModel` of the bench's shape and its tokenizer, saved in
     `folder` (CTranslate2's converter reads it from there)."""
     import torch
+
+    torchvision_or_stub()
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     source, target, vocab = _sentencepiece_files(CACHE / "marian-spm")

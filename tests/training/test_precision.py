@@ -6,7 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from training.precision import PRECISIONS, set_precision, wrap_optimizer_for_precision
+from training.precision import (PRECISIONS, bfloat16_warning, cpu_has_native_bfloat16,
+                                set_precision, wrap_optimizer_for_precision)
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +79,49 @@ def test_compile_does_not_wrap_float32_or_bfloat16_models():
         model = _model()
         model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
         assert not isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+# Two cores of /proc/cpuinfo as Linux writes them (flags shortened): an AVX2 host (a
+# hypervisor that hides AVX-512) and a Zen 4 host with AVX512_BF16.
+AVX2 = ("processor\t: {n}\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n"
+        "flags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 bmi2 sha_ni vaes\n\n")
+BF16 = AVX2.replace("avx2 ", "avx2 avx512f avx512bw avx512_vnni avx512_bf16 ")
+
+
+@pytest.mark.parametrize("text, native", [(AVX2, False), (BF16, True),
+                                          (AVX2.replace("avx2", "avx2 amx_bf16"), True)])
+def test_native_bfloat16_is_read_off_the_cpu_flags(tmp_path, text, native):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(text.format(n=0) + text.format(n=1))
+    assert cpu_has_native_bfloat16(cpuinfo) is native
+
+
+def test_no_cpuinfo_tells_nothing_and_warns_nothing(tmp_path):
+    missing = tmp_path / "absent"
+    assert cpu_has_native_bfloat16(missing) is None
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], missing) is None
+
+
+def test_bfloat16_on_a_cpu_without_it_is_one_warning_line(tmp_path):
+    avx2, bf16 = tmp_path / "avx2", tmp_path / "bf16"
+    avx2.write_text(AVX2.format(n=0))
+    bf16.write_text(BF16.format(n=0))
+    message = bfloat16_warning("mixed_bfloat16", ["cpu:0"], avx2)
+    assert "\n" not in message and "avx512_bf16" in message and "--precision float32" in message
+    # Not for other precisions, a CPU that has it, or a run on a GPU.
+    assert bfloat16_warning("float32", ["cpu:0"], avx2) is None
+    assert bfloat16_warning("mixed_float16", ["cpu:0"], avx2) is None
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], bf16) is None
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0", "gpu:0"], avx2) is None
+
+
+def test_a_run_started_in_bfloat16_on_such_a_cpu_warns(tmp_path, monkeypatch):
+    import training.run
+
+    avx2 = tmp_path / "avx2"
+    avx2.write_text(AVX2.format(n=0))
+    monkeypatch.setattr(training.run, "bfloat16_warning",
+                        lambda precision: bfloat16_warning(precision, ["cpu:0"], avx2))
+    with pytest.warns(UserWarning, match="trains slower than float32"):
+        training.run.start_run(tmp_path / "run", [], False, 0, "mixed_bfloat16")
+    assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"

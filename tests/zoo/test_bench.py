@@ -138,3 +138,43 @@ def test_a_run_cut_short_keeps_the_rounds_it_finished(tmp_path):
     written = json.loads(output.read_text())
     assert written["settings"]["rounds_done"] == 1
     assert [r["rate"] for r in written["results"]] == [1.0, 2.0, 3.0]
+
+
+def test_a_torchvision_that_does_not_load_is_stubbed_so_marian_imports():
+    """PyPI's torchvision beside the CPU torch fails on import ("operator torchvision::nms
+    does not exist"), and transformers then cannot import `MarianMTModel`: the bench's HF
+    and CTranslate2 workers stand a stub in for it first. In a process of its own, a
+    torchvision that raises as that one does."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    script = """
+import importlib.abc, importlib.machinery, sys
+
+class Broken(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        raise RuntimeError("operator torchvision::nms does not exist")
+
+sys.meta_path.insert(0, Broken())
+try:
+    import torchvision
+    raise SystemExit("the broken torchvision imported")
+except RuntimeError:
+    pass
+from zoo.bench_workers import torchvision_or_stub
+note = torchvision_or_stub()
+assert note.startswith("torchvision stubbed (RuntimeError)"), note
+assert torchvision_or_stub() == "torchvision stubbed"  # once only
+import torchvision.transforms
+assert torchvision.transforms.InterpolationMode.BICUBIC is not None
+from transformers import MarianMTModel
+print("imported", MarianMTModel.__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "imported MarianMTModel" in done.stdout
