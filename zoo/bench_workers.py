@@ -401,6 +401,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("backend")
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args(argv)
+    if "tensorflow" not in sys.modules:  # the zoo's TensorFlow as the `zoo` command runs it
+        from zoo.cli import use_onednn
+
+        use_onednn()
     results = run(args.work, args.system, args.seconds)
     print(RESULT_PREFIX + json.dumps(results), flush=True)
 

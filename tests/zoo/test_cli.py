@@ -151,3 +151,34 @@ def test_user_mistakes_are_one_line_and_bugs_keep_their_traceback(model_reposito
     else:
         with pytest.raises(type(error)):
             main(["models"])
+
+
+def test_use_onednn_asks_for_it_unless_the_environment_chooses():
+    from zoo.cli import use_onednn
+
+    environ: dict = {}
+    use_onednn(environ)
+    assert environ == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    chosen = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    use_onednn(chosen)
+    assert chosen == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+@pytest.mark.parametrize("choice, enabled", [(None, "True"), ("0", "False")])
+def test_the_command_runs_tensorflow_with_onednn(choice, enabled):
+    """In a fresh process, as the console script runs it: TensorFlow loaded after a
+    command has its oneDNN kernels on (whatever the CPU), unless the environment said 0."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from zoo.cli import main; main(['models']); "
+              "from tensorflow.python.util import _pywrap_util_port as port; "
+              "print('onednn', port.IsMklEnabled())")
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    if choice is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = choice
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"onednn {enabled}" in done.stdout
