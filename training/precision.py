@@ -18,7 +18,8 @@ On a CPU, bfloat16 pays only where the processor computes it natively (AVX512_BF
 there `mixed_bfloat16` trained a CIFAR ViT 1.38x faster than float32 (../shared/ANCHORS.md);
 on a 2-core AVX2 host without either it trained `vit-cifar-small` at 11.9 to 13.0 images/s
 against 41.1 to 42.0 in float32 (TensorFlow with oneDNN, batch 128;
-benchmarks/train_precision.py), since each bfloat16 product is then converted and emulated. `start_run` warns in that case (`bfloat16_warning`).
+benchmarks/train_precision.py), since each bfloat16 product is then converted and emulated.
+`start_run` warns in that case (`bfloat16_warning`).
 """
 
 from __future__ import annotations
