@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zoo.bench import RESULT_PREFIX, SETTINGS, WORKS
+from zoo.runtime import use_onednn
 
 VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
             "num_heads": 3, "intermediate_dim": 384, "num_classes": 10}
@@ -401,10 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("backend")
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args(argv)
-    if "tensorflow" not in sys.modules:  # the zoo's TensorFlow as the `zoo` command runs it
-        from zoo.cli import use_onednn
-
-        use_onednn()
+    use_onednn()  # the zoo's TensorFlow as the `zoo` command runs it
     results = run(args.work, args.system, args.seconds)
     print(RESULT_PREFIX + json.dumps(results), flush=True)
 

@@ -23,9 +23,9 @@ is done the command ends with a one-line summary and exit status 1 (some lines f
 rest are translated). When the reader of stdout goes away (`zoo translate < big.txt | head`),
 it stops quietly with status 141, as a filter that SIGPIPE ends.
 
-Every command runs TensorFlow with its oneDNN kernels (`use_onednn`), which TensorFlow turns
-on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX: on a 2-core AVX2 host they trained
-2.0x to 2.3x faster (README).
+Every command runs TensorFlow with its oneDNN kernels (`zoo.runtime.use_onednn`), which
+TensorFlow turns on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX: on a 2-core AVX2
+host they trained 2.0x to 2.3x faster (README).
 """
 
 from __future__ import annotations
@@ -36,9 +36,15 @@ import dataclasses
 import os
 import sys
 import typing
+import warnings
+from pathlib import Path
 from typing import Any, Sequence
 
 from zoo.errors import FILE_ERRORS, UserError
+from zoo.runtime import use_onednn
+
+# The zoo's own packages: their errors and warnings are the zoo's.
+OWN_PACKAGES = ("zoo", "layers", "training")
 
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
@@ -592,18 +598,6 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def use_onednn(environ: typing.MutableMapping[str, str] = os.environ) -> None:
-    """Asks TensorFlow, before it is imported, for its oneDNN kernels
-    (`TF_ENABLE_ONEDNN_OPTS=1`) unless the environment already chooses (`0` keeps them off).
-
-    TensorFlow turns them on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX; elsewhere
-    its matrix products run through kernels built for AVX without FMA. On a 2-core AVX2 host
-    (a hypervisor that hides AVX-512): `vit-cifar-small`'s float32 train step 36.5 and 38.4
-    images/s with them against 18.7 and 18.0 without; `zoo bench`'s ViT-tiny train step 126
-    against 54. Results may differ in the last bits (a different order of summation)."""
-    environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `zoo` console script; returns the exit status.
 
@@ -616,8 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     from zoo.quiet import filtered_stderr, verbose_requested
 
-    if "tensorflow" not in sys.modules:  # read once, when TensorFlow loads
-        use_onednn()
+    use_onednn()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
     verbose = verbose_requested(argv)
@@ -633,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet = filtered_stderr(verbose or args.verbose) if args.command in TENSORFLOW_COMMANDS else (
         contextlib.nullcontext())
     status = 0
-    with quiet:
+    with quiet, own_warnings_in_one_line(not (verbose or args.verbose)):
         try:
             status = args.func(args)
         # A user's mistake (zoo.UserError, see zoo/errors.py), a path that is missing, in
@@ -651,11 +644,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status if isinstance(status, int) else 0
 
 
+@contextlib.contextmanager
+def own_warnings_in_one_line(active: bool = True) -> typing.Iterator[None]:
+    """Within the block, a warning raised in the zoo's own packages prints as one line,
+    `zoo: warning: MESSAGE` (a bfloat16 run on a CPU without it, a truncated sentence), not
+    as Python's two lines of file, line number and source; other packages' warnings keep
+    Python's format. `active=False` (`--verbose`): Python's format for all."""
+    if not active:
+        yield
+        return
+    original = warnings.formatwarning
+    root = Path(__file__).resolve().parents[1]
+    own = [root / package for package in OWN_PACKAGES]
+
+    def one_line(message: Any, category: type, filename: str, lineno: int,
+                 line: str | None = None) -> str:
+        path = Path(filename).resolve()
+        if any(path.is_relative_to(folder) for folder in own):
+            return f"zoo: warning: {message}\n"
+        return original(message, category, filename, lineno, line)
+
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = original
+
+
 def _is_own_module(error: BaseException) -> bool:
     """Whether `error` is a ModuleNotFoundError for a module of the zoo's own packages (a bug;
     a third-party package that is missing is for the user to install)."""
     name = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
-    return (name or "").split(".")[0] in ("zoo", "layers", "training")
+    return (name or "").split(".")[0] in OWN_PACKAGES
 
 
 def _check_inputs(args: argparse.Namespace) -> str | None:

@@ -154,14 +154,17 @@ def test_user_mistakes_are_one_line_and_bugs_keep_their_traceback(model_reposito
 
 
 def test_use_onednn_asks_for_it_unless_the_environment_chooses():
-    from zoo.cli import use_onednn
+    from zoo.runtime import use_onednn
 
     environ: dict = {}
-    use_onednn(environ)
+    use_onednn(environ, modules={})
     assert environ == {"TF_ENABLE_ONEDNN_OPTS": "1"}
     chosen = {"TF_ENABLE_ONEDNN_OPTS": "0"}
-    use_onednn(chosen)
+    use_onednn(chosen, modules={})
     assert chosen == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    loaded: dict = {}  # too late once TensorFlow is loaded: nothing set
+    use_onednn(loaded, modules={"tensorflow": object()})
+    assert loaded == {}
 
 
 @pytest.mark.parametrize("choice, enabled", [(None, "True"), ("0", "False")])
@@ -182,3 +185,26 @@ def test_the_command_runs_tensorflow_with_onednn(choice, enabled):
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"onednn {enabled}" in done.stdout
+
+
+def test_the_zoo_s_own_warnings_print_as_one_line_and_others_as_python_does():
+    """Python's default `showwarning` writes what `warnings.formatwarning` returns (pytest
+    records warnings instead, so the formatter is called as that default would)."""
+    import warnings
+    from pathlib import Path
+
+    from zoo.cli import own_warnings_in_one_line
+
+    recipe = str(Path(zoo.__file__).parent / "vit_recipe.py")
+    slow = UserWarning("bfloat16 is slow here")
+    with own_warnings_in_one_line():
+        assert warnings.formatwarning(slow, UserWarning, recipe, 300) == (
+            "zoo: warning: bfloat16 is slow here\n")
+        other = warnings.formatwarning(UserWarning("someone else's"), UserWarning,
+                                       "/elsewhere/lib.py", 7)
+        assert other.startswith("/elsewhere/lib.py:7: UserWarning: someone else's")
+    with own_warnings_in_one_line(active=False):  # --verbose
+        verbose = warnings.formatwarning(slow, UserWarning, recipe, 300)
+    assert verbose.startswith(f"{recipe}:300: UserWarning: bfloat16 is slow here")
+    # And Python's own formatter is back after the block.
+    assert warnings.formatwarning(slow, UserWarning, recipe, 300) == verbose
