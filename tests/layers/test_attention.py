@@ -88,3 +88,17 @@ def test_mask_that_does_not_broadcast():
     x = np.zeros((3, 4), "float32")
     with pytest.raises(ValueError, match=r"\(2, 2\)"):
         scaled_dot_product_attention(x, x, x, mask=np.ones((2, 2), bool))
+
+
+def test_one_key_gets_weight_one_without_a_warning():
+    # Every query attends to the only key (masked or not, a lone key's row is uniform), and
+    # Keras's "softmax over an axis of size 1" warning must not reach a user's first call.
+    import warnings
+
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 1, 4)), rng.normal(size=(2, 1, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        context, weights = scaled_dot_product_attention(q, k, v, mask=np.zeros((2, 3, 1), bool))
+    np.testing.assert_array_equal(np.array(weights), np.ones((2, 3, 1)))
+    np.testing.assert_allclose(np.array(context), np.repeat(v, 3, axis=1), rtol=1e-6)

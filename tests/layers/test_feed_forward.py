@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
+import keras
 import numpy as np
 import pytest
 
-from layers.feed_forward import FeedForward
+from layers.feed_forward import FeedForward, exact_gelu
 from tests.layers.harness import run_layer_test
 
 
@@ -18,6 +21,7 @@ def test_harness():
 @pytest.mark.parametrize("activation, numpy_activation", [
     ("relu", lambda h: np.maximum(h, 0.0)),
     ("tanh", np.tanh),
+    ("gelu", lambda h: h * (1.0 + np.vectorize(math.erf)(h / math.sqrt(2.0))) / 2.0),
 ])
 def test_equals_the_position_wise_equation(activation, numpy_activation):
     rng = np.random.default_rng(1)
@@ -35,3 +39,23 @@ def test_equals_the_position_wise_equation(activation, numpy_activation):
 def test_bad_intermediate_dim_names_the_value(bad):
     with pytest.raises(ValueError, match="intermediate_dim must be a positive int; got"):
         FeedForward(intermediate_dim=bad)
+
+
+def test_exact_gelu_is_x_times_the_normal_cdf():
+    # Phi from math.erfc in float64, accurate in the far negative tail too; the erf form
+    # rounds 1 + erf(x) there, an absolute error under 1e-6.
+    x = np.linspace(-12.0, 12.0, 4001)
+    phi = np.vectorize(math.erfc)(-x / math.sqrt(2.0)) / 2.0
+    np.testing.assert_allclose(np.asarray(exact_gelu(x.astype("float32"))), x * phi,
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(exact_gelu(x.astype("float32"))),
+        np.asarray(keras.activations.gelu(x.astype("float32"), approximate=False)),
+        rtol=1e-6, atol=1e-6)
+
+
+def test_gelu_layer_keeps_its_config_name():
+    layer = FeedForward(intermediate_dim=4, activation="gelu")
+    assert layer.get_config()["activation"] == "gelu"
+    clone = FeedForward.from_config(layer.get_config())
+    assert clone.activation is keras.activations.gelu
