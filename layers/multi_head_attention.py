@@ -581,8 +581,11 @@ def _project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> An
     The same numbers as the `EinsumDense` call, to float rounding. On TensorFlow that call is
     a batched product with the kernel broadcast over the batch, and its kernel gradient a
     batched product summed over the batch; here it is one `MatMul` each way (the ViT-tiny
-    train step's four projections: 599 -> 357 thread-ms a step on a 2-core CPU).
+    train step's four projections: 599 -> 357 thread-ms a step on a 2-core CPU). A quantized
+    layer (`model.quantize(...)`: an integer kernel and its scales) runs its own call.
     """
+    if dense.quantization_mode is not None:
+        return dense(x)
     kernel = dense.kernel
     fan_in = math.prod(kernel.shape[:input_axes])
     out_shape = tuple(kernel.shape[input_axes:])

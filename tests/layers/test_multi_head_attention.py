@@ -302,3 +302,16 @@ def test_attend_returns_output_scores_and_cache_in_one_structure():
     assert len(expected) == len(found) == 3
     for want, got in zip(expected, found):
         np.testing.assert_array_equal(np.array(got), np.array(want))
+
+
+def test_int8_quantized_projections_follow_keras():
+    # The projections run as plain matrix products on the kernels, except once quantized:
+    # then each runs its own call, as in Keras' layer quantized the same way.
+    ours, ref = _pair()
+    for layer in (ours, ref):
+        for dense in (layer.query_dense, layer.key_dense, layer.value_dense,
+                      layer.output_dense):
+            dense.quantize("int8")
+    assert ours.query_dense.kernel.dtype == "int8"
+    np.testing.assert_allclose(np.array(ours(QUERY, VALUE)), np.array(ref(QUERY, VALUE)),
+                               atol=1e-5)
