@@ -1,0 +1,105 @@
+"""Two checkouts of the zoo, one piece of `zoo bench` work, in one process, alternating.
+
+    python benchmarks/ab_checkouts.py OLD_CHECKOUT NEW_CHECKOUT [--work vit-tiny-train]
+        [--rounds 10] [--calls 3]
+
+Separate processes on a shared 2-core host differ by a fifth from one run to the next, more
+than most changes are worth. Here each checkout's model is built in the same process (the
+`layers`, `zoo` and `training` packages imported from one checkout, then dropped from
+`sys.modules` and imported from the other), warmed up, and then their calls alternate, the
+order swapped every round, so that the host's slow and fast moments fall on both. Works:
+`vit-tiny-train` (AdamW `train_on_batch`, batch 128), `vit-tiny-infer` (`predict_on_batch`,
+batch 256) and `mt-beam4` (`Translator.search`, beam 4, the end token suppressed), each with
+`zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend; TensorFlow runs with oneDNN
+on, as the `zoo` command has it. Prints each round's rate, the means and the ratio NEW / OLD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+PACKAGES = ("layers", "zoo", "training")
+WORKS = ("vit-tiny-train", "vit-tiny-infer", "mt-beam4")
+
+
+def import_from(checkout: Path) -> None:
+    """Makes the next `import zoo` (and `layers`, `training`) read `checkout`."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in PACKAGES:
+            del sys.modules[name]
+    sys.path.insert(0, str(checkout))
+
+
+def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
+    """`(call, items)`: one call of `work` with `checkout`'s code, and the items it does."""
+    import keras
+    import numpy as np
+
+    import_from(checkout)
+    try:
+        from zoo.bench_workers import MT, SETTINGS, VIT_TINY, random_source
+
+        keras.utils.set_random_seed(0)
+        if work == "mt-beam4":
+            from training.text_batches import END_ID
+            from zoo.translator import Translator
+
+            model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)
+            model.ensure_built()
+            source = random_source(np.random.default_rng(0), END_ID).astype("int32")
+            new = SETTINGS["mt_new_tokens"]
+            return (lambda: model.search(source, beam_size=4, max_length=new),
+                    source.shape[0] * new)
+        from zoo.vit import VisionTransformer
+
+        model = VisionTransformer(dropout=0.0, **VIT_TINY)
+    finally:
+        sys.path.remove(str(checkout))
+    batch = SETTINGS["vit_train_batch" if work == "vit-tiny-train" else "vit_infer_batch"]
+    images = np.random.default_rng(0).uniform(0, 255, (batch, 32, 32, 3)).astype("float32")
+    if work == "vit-tiny-infer":
+        return lambda: np.asarray(model.predict_on_batch(images)), batch
+    labels = np.random.default_rng(1).integers(0, VIT_TINY["num_classes"], batch)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return lambda: model.train_on_batch(images, labels), batch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("--work", choices=WORKS, default="vit-tiny-train")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=3, help="calls timed per round")
+    args = parser.parse_args()
+    for checkout in (args.old, args.new):
+        if not (checkout / "zoo" / "__init__.py").is_file():
+            parser.error(f"{checkout} is not a checkout of the zoo (no zoo/__init__.py)")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # before TensorFlow loads
+    calls = []
+    for checkout in (args.old, args.new):
+        call, items = build_call(checkout.resolve(), args.work)
+        for _ in range(2):  # compile and warm up
+            call()
+        calls.append(call)
+    rates: list[list[float]] = [[], []]
+    for number in range(args.rounds):
+        for which in ((0, 1) if number % 2 == 0 else (1, 0)):
+            started = time.perf_counter()
+            for _ in range(args.calls):
+                calls[which]()
+            rates[which].append(items * args.calls / (time.perf_counter() - started))
+    means = [sum(r) / len(r) for r in rates]
+    for label, checkout, r, mean in zip(("old", "new"), (args.old, args.new), rates, means):
+        print(f"{label} {checkout}: " + " ".join(f"{x:.0f}" for x in r) + f" | mean {mean:.1f}")
+    print(f"{args.work}: new / old {means[1] / means[0]:.3f} on the means")
+
+
+if __name__ == "__main__":
+    main()
