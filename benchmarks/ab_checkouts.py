@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+# `zoo.cli.OWN_PACKAGES`, written out: importing it would load one checkout's `zoo` first.
 PACKAGES = ("layers", "zoo", "training")
 WORKS = ("vit-tiny-train", "vit-tiny-infer", "mt-beam4")
 
@@ -82,7 +83,7 @@ def main() -> None:
         if not (checkout / "zoo" / "__init__.py").is_file():
             parser.error(f"{checkout} is not a checkout of the zoo (no zoo/__init__.py)")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # before TensorFlow loads
-    calls = []
+    calls, items = [], 0  # both checkouts do the same items a call (the bench's shapes)
     for checkout in (args.old, args.new):
         call, items = build_call(checkout.resolve(), args.work)
         for _ in range(2):  # compile and warm up
