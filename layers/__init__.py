@@ -8,6 +8,7 @@ from layers.chunked_attention import (
 )
 from layers.class_token import ClassToken
 from layers.feed_forward import FeedForward
+from layers.layer_normalization import LayerNormalization
 from layers.multi_head_attention import MultiHeadAttention
 from layers.patch_embedding import PatchEmbedding
 from layers.position_embedding import (
@@ -26,6 +27,7 @@ from layers.transformer_encoder import TransformerEncoderBlock
 __all__ = [
     "ClassToken",
     "FeedForward",
+    "LayerNormalization",
     "MultiHeadAttention",
     "PatchEmbedding",
     "PositionEmbedding",

@@ -8,6 +8,7 @@ import keras
 
 from layers.feed_forward import FeedForward
 from layers.initializers import clone_initializer
+from layers.layer_normalization import LayerNormalization
 from layers.keras_internals import keras_mask
 from layers.multi_head_attention import MultiHeadAttention, check_long_sequence_options
 
@@ -69,8 +70,8 @@ class TransformerBlock(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
-    def _norm(self, name: str) -> keras.layers.LayerNormalization:
-        return keras.layers.LayerNormalization(
+    def _norm(self, name: str) -> LayerNormalization:
+        return LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
     def _attention(self, d_model: int, name: str, self_attention: bool = True

@@ -24,6 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from layers.layer_normalization import LayerNormalization
 from layers.position_embedding import PositionEmbedding
 from layers.token_embedding import TokenEmbedding
 from layers.transformer_encoder import TransformerEncoderBlock
@@ -148,7 +149,7 @@ class SentenceEncoder(keras.Model):
         self.segment_embedding = keras.layers.Embedding(
             self.type_vocabulary_size, self.hidden_dim, embeddings_initializer=initializer,
             dtype=policy, name="segment_embedding")
-        self.embeddings_norm = keras.layers.LayerNormalization(
+        self.embeddings_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="embeddings_norm")
         self.embeddings_dropout = keras.layers.Dropout(
             self.dropout, dtype=policy, name="embeddings_dropout")

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from layers.layer_normalization import LayerNormalization
 from layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from layers.token_embedding import TokenEmbedding
 from layers.transformer_decoder import TransformerDecoderBlock
@@ -168,9 +169,9 @@ class Translator(keras.Model):
         # Pre-norm stacks end with a LayerNorm (post-norm blocks already end with one).
         self.encoder_norm = self.decoder_norm = None
         if self.normalize_first:
-            self.encoder_norm = keras.layers.LayerNormalization(
+            self.encoder_norm = LayerNormalization(
                 epsilon=1e-5, dtype=policy, name="encoder_norm")
-            self.decoder_norm = keras.layers.LayerNormalization(
+            self.decoder_norm = LayerNormalization(
                 epsilon=1e-5, dtype=policy, name="decoder_norm")
         self.logits_bias = None
         if self.output_bias:

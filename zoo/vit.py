@@ -34,6 +34,7 @@ from keras import ops
 
 from layers.class_token import ClassToken
 from layers.convolutional_stem import ConvolutionalStem
+from layers.layer_normalization import LayerNormalization
 from layers.patch_embedding import PatchEmbedding
 from layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
 from layers.transformer_encoder import TransformerEncoderBlock, head_size
@@ -261,7 +262,7 @@ class VisionTransformer(keras.Model):
         self.attention_window = self.encoder_blocks[0].attention_window
         self.global_tokens = self.encoder_blocks[0].global_tokens
         self.attention_block_size = self.encoder_blocks[0].attention_block_size
-        self.encoder_norm = keras.layers.LayerNormalization(
+        self.encoder_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
         self.representation = None
         if representation_size is not None:
