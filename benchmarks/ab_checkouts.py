@@ -11,13 +11,15 @@ order swapped every round, so that the host's slow and fast moments fall on both
 `vit-tiny-train` (AdamW `train_on_batch`, batch 128), `vit-tiny-infer` (`predict_on_batch`,
 batch 256) and `mt-beam4` (`Translator.search`, beam 4, the end token suppressed), each with
 `zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend; TensorFlow runs with oneDNN
-on, as the `zoo` command has it. Prints each round's rate, the means and the ratio NEW / OLD.
+on, as the `zoo` command has it. Prints each round's rate, the means, and the ratio NEW / OLD
+on the means and as the median of the rounds' ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -86,9 +88,13 @@ def main() -> None:
     calls, items = [], 0  # both checkouts do the same items a call (the bench's shapes)
     for checkout in (args.old, args.new):
         call, items = build_call(checkout.resolve(), args.work)
-        for _ in range(2):  # compile and warm up
-            call()
+        call()  # compile
         calls.append(call)
+    # Warm-up after both are built: the first checkout's first calls after the second one's
+    # compilation ran up to 40% slow, which weighed on its mean alone.
+    for _ in range(args.calls):
+        for call in calls:
+            call()
     rates: list[list[float]] = [[], []]
     for number in range(args.rounds):
         for which in ((0, 1) if number % 2 == 0 else (1, 0)):
@@ -99,7 +105,9 @@ def main() -> None:
     means = [sum(r) / len(r) for r in rates]
     for label, checkout, r, mean in zip(("old", "new"), (args.old, args.new), rates, means):
         print(f"{label} {checkout}: " + " ".join(f"{x:.0f}" for x in r) + f" | mean {mean:.1f}")
-    print(f"{args.work}: new / old {means[1] / means[0]:.3f} on the means")
+    ratios = [n / o for o, n in zip(*rates)]
+    print(f"{args.work}: new / old {means[1] / means[0]:.3f} on the means, "
+          f"{statistics.median(ratios):.3f} the median of the rounds' ratios")
 
 
 if __name__ == "__main__":
