@@ -8,8 +8,8 @@ import keras
 
 from layers.feed_forward import FeedForward
 from layers.initializers import clone_initializer
-from layers.layer_normalization import LayerNormalization
 from layers.keras_internals import keras_mask
+from layers.layer_normalization import LayerNormalization
 from layers.multi_head_attention import MultiHeadAttention, check_long_sequence_options
 
 
