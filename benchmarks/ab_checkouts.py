@@ -9,9 +9,9 @@ than most changes are worth. Here each checkout's model is built in the same pro
 `sys.modules` and imported from the other), warmed up, and then their calls alternate, the
 order swapped every round, so that the host's slow and fast moments fall on both. Works:
 `vit-tiny-train` (AdamW `train_on_batch`, batch 128), `vit-tiny-infer` (`predict_on_batch`,
-batch 256) and `mt-beam4` (`Translator.search`, beam 4, the end token suppressed), each with
-`zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend; TensorFlow runs with oneDNN
-on, as the `zoo` command has it. Prints each round's rate, the means, and the ratio NEW / OLD
+batch 256), `mt-greedy` and `mt-beam4` (`Translator.search`, beam 1 or 4, the end token
+suppressed), each with `zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend;
+TensorFlow runs with oneDNN on, as the `zoo` command has it. Prints each round's rate, the means, and the ratio NEW / OLD
 on the means and as the median of the rounds' ratios.
 """
 
@@ -27,7 +27,7 @@ from typing import Callable
 
 # `zoo.cli.OWN_PACKAGES`, written out: importing it would load one checkout's `zoo` first.
 PACKAGES = ("layers", "zoo", "training")
-WORKS = ("vit-tiny-train", "vit-tiny-infer", "mt-beam4")
+WORKS = ("vit-tiny-train", "vit-tiny-infer", "mt-greedy", "mt-beam4")
 
 
 def import_from(checkout: Path) -> None:
@@ -48,7 +48,7 @@ def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
         from zoo.bench_workers import MT, SETTINGS, VIT_TINY, random_source
 
         keras.utils.set_random_seed(0)
-        if work == "mt-beam4":
+        if work in ("mt-greedy", "mt-beam4"):
             from training.text_batches import END_ID
             from zoo.translator import Translator
 
@@ -56,7 +56,8 @@ def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
             model.ensure_built()
             source = random_source(np.random.default_rng(0), END_ID).astype("int32")
             new = SETTINGS["mt_new_tokens"]
-            return (lambda: model.search(source, beam_size=4, max_length=new),
+            beam = 4 if work == "mt-beam4" else 1
+            return (lambda: model.search(source, beam_size=beam, max_length=new),
                     source.shape[0] * new)
         from zoo.vit import VisionTransformer
 

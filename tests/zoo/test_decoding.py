@@ -12,6 +12,7 @@ from zoo.decoding import (
     blocked_top_k,
     cache_lengths,
     compile_for_backend,
+    first_index_of,
     greedy_search,
     length_penalty,
 )
@@ -280,6 +281,22 @@ def test_blocked_top_k_equals_a_stable_sort(n, k, block_size, ties):
     np.testing.assert_array_equal(np.asarray(indices), expected)
     np.testing.assert_array_equal(np.asarray(top), np.take_along_axis(values, expected, 1))
     assert np.asarray(indices).dtype == np.int32
+
+
+@pytest.mark.parametrize("n", [1, 7, 8000])
+def test_first_index_of_the_maximum_equals_numpy_argmax(n):
+    """The first index of each row's maximum, as NumPy's argmax finds it, compiled as the
+    searches are: ties (the lower index wins), a row of one value, -inf logits (suppressed
+    tokens), and a row of nothing but -inf."""
+    rng = np.random.default_rng(n)
+    values = np.round(rng.normal(size=(6, n)), 1).astype("float32")  # many equal maxima
+    values[1] = 2.5
+    values[2, n // 2:] = -np.inf
+    values[3] = -np.inf
+    first = compile_for_backend(lambda v: first_index_of(v, ops.max(v, axis=-1)),
+                                keras.layers.Identity())(values)
+    np.testing.assert_array_equal(np.asarray(first), np.argmax(values, axis=1))
+    assert np.asarray(first).dtype == np.int32
 
 
 @pytest.mark.parametrize("max_length", [1, 7, 15, 16, 17, 40, 129, 1024])
