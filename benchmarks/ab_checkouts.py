@@ -11,8 +11,8 @@ order swapped every round, so that the host's slow and fast moments fall on both
 `vit-tiny-train` (AdamW `train_on_batch`, batch 128), `vit-tiny-infer` (`predict_on_batch`,
 batch 256), `mt-greedy` and `mt-beam4` (`Translator.search`, beam 1 or 4, the end token
 suppressed), each with `zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend;
-TensorFlow runs with oneDNN on, as the `zoo` command has it. Prints each round's rate, the means, and the ratio NEW / OLD
-on the means and as the median of the rounds' ratios.
+TensorFlow runs with oneDNN on, as the `zoo` command has it. Prints each round's rate, the
+means, and the ratio NEW / OLD on the means and as the median of the rounds' ratios.
 """
 
 from __future__ import annotations
