@@ -3,8 +3,8 @@
     python benchmarks/step_profile.py [--work vit-tiny-train|vit-tiny-infer] [--steps 5]
         [--top 25] [--output benchmarks/results/step_profile-vit-tiny-train.json]
 
-Builds `zoo bench`'s ViT-tiny (random weights, its batch for the work; oneDNN on, as the
-`zoo` command runs TensorFlow), warms it up, and records `--steps` steps with
+Builds `zoo bench`'s ViT-tiny step (`zoo.bench_workers.keras_vit_step`: random weights, its
+batch for the work; oneDNN on, as the `zoo` command runs TensorFlow), warms it up, and records `--steps` steps with
 `tf.profiler`. Prints, a step:
 - the milliseconds each op type ran on TensorFlow's compute threads (ops that run side by side
   each count their own time, so these add up to more than the step);
@@ -30,13 +30,10 @@ from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
-from zoo.bench import SETTINGS  # noqa: E402
-from zoo.bench_workers import VIT_TINY  # noqa: E402
-from zoo.vit import VisionTransformer  # noqa: E402
+from zoo.bench_workers import keras_vit_step  # noqa: E402
 
 PRODUCTS = ("MatMul", "Conv2D")  # in the op type's name, oneDNN's fused forms included
 
@@ -81,22 +78,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="op types printed")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    train = args.work == "vit-tiny-train"
-    batch = SETTINGS["vit_train_batch" if train else "vit_infer_batch"]
-    keras.utils.set_random_seed(0)
-    model = VisionTransformer(dropout=0.0, **VIT_TINY)
-    rng = np.random.default_rng(0)
-    images = rng.uniform(0, 255, (batch, 32, 32, 3)).astype("float32")
-    labels = rng.integers(0, VIT_TINY["num_classes"], batch)
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
-    def step() -> None:
-        if train:
-            model.train_on_batch(images, labels)
-        else:
-            np.asarray(model.predict_on_batch(images))
-
+    step, batch = keras_vit_step(args.work, "zoo")
     for _ in range(3):
         step()
     with tempfile.TemporaryDirectory() as trace_dir:

@@ -59,9 +59,10 @@ def _vit_shape(work: str) -> tuple[dict, int]:
 
 
 # ---------------------------------------------------------------------- vision
-def keras_vit(work: str, system: str, seconds: float) -> float:
-    """The zoo's VisionTransformer, or keras-hub's ViTBackbone with a Dense head on the class
-    token; `train_on_batch` / `predict_on_batch` (Keras's compiled steps)."""
+def keras_vit_step(work: str, system: str) -> tuple[Callable[[], Any], int]:
+    """`(step, batch)`: one `train_on_batch` / `predict_on_batch` (Keras's compiled steps) of
+    the zoo's VisionTransformer, or of keras-hub's ViTBackbone with a Dense head on the class
+    token, and the images it takes."""
     import keras
     import numpy as np
 
@@ -89,8 +90,14 @@ def keras_vit(work: str, system: str, seconds: float) -> float:
     if work == "vit-tiny-train":
         model.compile(optimizer=keras.optimizers.AdamW(1e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        return measure(lambda: model.train_on_batch(images, labels), batch, seconds)
-    return measure(lambda: np.asarray(model.predict_on_batch(images)), batch, seconds)
+        return lambda: model.train_on_batch(images, labels), batch
+    return lambda: np.asarray(model.predict_on_batch(images)), batch
+
+
+def keras_vit(work: str, system: str, seconds: float) -> float:
+    """Images per second of `keras_vit_step`."""
+    step, batch = keras_vit_step(work, system)
+    return measure(step, batch, seconds)
 
 
 class _AnyAttribute(type):
