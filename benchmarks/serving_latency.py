@@ -58,7 +58,7 @@ def main() -> None:
 
     import zoo
     from zoo.bench import results_path, write_results
-    from zoo.export import export_model
+    from zoo.serving.export import export_model
 
     kind = zoo.list_models().get(args.model, {}).get("kind") or (
         "translator" if "translator" in args.model else "vit")

@@ -1,4 +1,4 @@
-"""Every use of Keras' private API in the zoo, fenced in one module.
+"""Every use of Keras' (and TensorFlow's) private API in the zoo, fenced in one module.
 
 Keras 3 has no public way yet to do these few things; each function here wraps one private
 name, and tests/layers/test_keras_internals.py checks each against the behaviour we rely on,
@@ -94,3 +94,20 @@ def weight_decay_hook(method_name: str) -> Callable[[type], type]:
         return cls
 
     return decorate
+
+
+def in_xla_compiled_graph() -> bool:
+    """Whether TensorFlow is tracing a function that XLA will compile (`jit_compile=True`).
+
+    TensorFlow marks such a trace with an XLA control-flow context, which its own ops consult
+    (`tensorflow.python.ops.control_flow_util`); there is no public way to ask. False on other
+    backends, eagerly, and in a graph that runs without XLA (an exported SavedModel's).
+    """
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    if tf.executing_eagerly():
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())

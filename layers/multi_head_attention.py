@@ -30,6 +30,7 @@ from layers.chunked_attention import (
 )
 from layers.initializers import clone_initializer
 from layers.keras_internals import keras_mask
+from layers.slice_update import update_slice
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -45,7 +46,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Cache (incremental decoding): a `(keys, values)` pair of projected keys and values,
     each `(batch, heads, S_max, head_dim)`. Two buffers rather than one stacked tensor, and
-    heads before positions: a step writes its tokens into each buffer (one `slice_update`,
+    heads before positions: a step writes its tokens into each buffer (one `update_slice`,
     which XLA does in place), and attention reads the buffers as they are, a batched matmul
     per head, where a stacked, position-major cache was split, transposed and stacked again
     every step (copies that grow with the cache; the translator's searches run 1.35-1.4x
@@ -295,8 +296,8 @@ class MultiHeadAttention(keras.layers.Layer):
             # Self-attention step: write this block's keys and values at the index.
             self._check_cache_index(cache, query, cache_update_index)
             start = [0, 0, cache_update_index, 0]
-            k = ops.slice_update(cache[0], start, _heads_first(_project(self.key_dense, key)))
-            v = ops.slice_update(cache[1], start,
+            k = update_slice(cache[0], start, _heads_first(_project(self.key_dense, key)))
+            v = update_slice(cache[1], start,
                                  _heads_first(_project(self.value_dense, value)))
             cache = (k, v)
             # Keys beyond a query's own position (including unwritten slots) stay hidden.

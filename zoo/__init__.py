@@ -3,6 +3,7 @@
     import zoo
     translator = zoo.load("translator-multi30k-en-de")
     translator.translate(["A man is riding a bicycle."])
+    zoo.export(translator, "serving")  # serving/translator/1/, for TensorFlow Serving
 
 `import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
 so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
@@ -14,25 +15,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Public name -> the module that defines it; imported on first access (PEP 562).
+# Public name -> the module that defines it and its name there; imported on first access
+# (PEP 562).
 _LAZY = {
-    "UserError": "zoo.errors",
-    "list_models": "zoo.registry",
-    "load": "zoo.registry",
-    "load_weights": "zoo.registry",
+    "UserError": ("zoo.errors", "UserError"),
+    "export": ("zoo.serving.export", "export_model"),
+    "list_models": ("zoo.registry", "list_models"),
+    "load": ("zoo.registry", "load"),
+    "load_weights": ("zoo.registry", "load_weights"),
 }
 
-__all__ = ["UserError", "list_models", "load", "load_weights"]
+__all__ = ["UserError", "export", "list_models", "load", "load_weights"]
 
 if TYPE_CHECKING:
     from zoo.errors import UserError  # noqa: F401
     from zoo.registry import list_models, load, load_weights  # noqa: F401
+    from zoo.serving.export import export_model as export  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
     """The lazily imported public names (`zoo.load`, ...) and submodules (`zoo.registry`)."""
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
         globals()[name] = value
         return value
     if not name.startswith("_"):

@@ -339,43 +339,47 @@ def ctranslate2_translation(work: str, seconds: float) -> float:
 
 # ---------------------------------------------------------------------- serving
 def served_translation(seconds: float) -> list[dict]:
-    """The shipped translator exported (beam 4) and loaded as a server would, against the
-    Python API (`Translator.translate`), on the same sentences at batch 1 and 32."""
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 (registers the SentencePiece ops the export holds)
-
+    """The shipped translator exported (beam 1 and 4) and run as TF Serving runs it (a TF1
+    session, XLA compilation off: `zoo.serving.session`), against the Python API
+    (`Translator.translate`, XLA on), on the same sentences at batch 1 and 32."""
     import zoo
-    from zoo.export import export_model
+    from zoo.serving.export import export_model
+    from zoo.serving.session import ServedModel, set_xla_compilation
 
-    name, beam = SETTINGS["served_model"], SETTINGS["served_beam"]
+    name = SETTINGS["served_model"]
     with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt") as f:
         sentences = [next(f).strip() for _ in range(max(SETTINGS["served_batches"]))]
     # One export per version of the code it runs (the layers included), kept across rounds.
     package = Path(__file__).parent
-    sources = [package / f for f in ("export.py", "decoding.py", "translator.py")]
+    sources = [package / "serving" / "export.py"]
+    sources += [package / f for f in ("decoding.py", "translator.py")]
     sources += sorted((package.parent / "layers").glob("*.py"))
     code = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()[:12]
-    repository = CACHE / f"served-{code}"
-    version = repository / "bench" / "1"
-    if not version.exists():
-        export_model(name, repository, version=1, name="bench", beam_size=beam, force=True)
-    serve = tf.saved_model.load(str(version)).signatures["serving_default"]
     model = zoo.load(name)
     results = []
-    for batch in SETTINGS["served_batches"]:
-        chunks = [sentences[i:i + batch] for i in range(0, len(sentences), batch)]
+    for beam in SETTINGS["served_beams"]:
+        version = CACHE / f"served-{code}" / f"beam{beam}" / "1"
+        if not version.exists():
+            export_model(name, version.parent.parent, version=1, name=f"beam{beam}",
+                         beam_size=beam, force=True)
+        set_xla_compilation(False)
+        served_model = ServedModel(version)
+        for batch in SETTINGS["served_batches"]:
+            chunks = [sentences[i:i + batch] for i in range(0, len(sentences), batch)]
 
-        def served(chunks: list = chunks) -> None:
-            for chunk in chunks:
-                serve(sentences=tf.constant(chunk))["translations"].numpy()
+            def served(chunks: list = chunks) -> None:
+                for chunk in chunks:
+                    served_model(sentences=chunk)
 
-        def python_api(batch: int = batch) -> None:
-            model.translate(sentences, beam_size=beam, batch_size=batch)
-
-        for variant, step in ((f"serving_default, batch {batch}", served),
-                              (f"Python API, batch {batch}", python_api)):
-            rate = measure(step, len(sentences), seconds, warmup=1, min_calls=2)
-            results.append({"variant": variant, "rate": rate})
+            set_xla_compilation(False)
+            rate = measure(served, len(sentences), seconds, warmup=1, min_calls=2)
+            results.append({"variant": f"served (XLA off), beam {beam}, batch {batch}",
+                            "rate": rate})
+            set_xla_compilation(True)
+            rate = measure(lambda: model.translate(sentences, beam_size=beam, batch_size=batch),
+                           len(sentences), seconds, warmup=1, min_calls=2)
+            results.append({"variant": f"Python API, beam {beam}, batch {batch}",
+                            "rate": rate})
     return results
 
 

@@ -404,10 +404,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     """`zoo export`: writes the SavedModel and prints its folder."""
-    from zoo.export import export_model
+    from zoo.serving.export import export_model
 
     path = export_model(args.model, args.output, version=args.version, force=args.force,
-                        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k)
+                        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+                        name=args.name)
     print(path)
 
 
@@ -542,7 +543,10 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     p = _subcommand(sub, "export", "write a SavedModel for TensorFlow Serving")
     p.add_argument("model", help="shipped name, .keras file or model folder, URL or hub handle")
     p.add_argument("--output", required=True, metavar="DIR",
-                   help="model repository: the SavedModel goes to DIR/<version>/")
+                   help="model repository: the SavedModel goes to DIR/NAME/VERSION/, beside "
+                        "DIR/models.config and DIR/batching_parameters.txt for the server")
+    p.add_argument("--name", default=None,
+                   help="served model name (NAME; default: the shipped name or file stem)")
     p.add_argument("--version", type=int, default=1, help="version folder number")
     p.add_argument("--force", action="store_true", help="replace an existing version")
     p.add_argument("--beam-size", type=int, default=4, help="translator: beam width in the graph")

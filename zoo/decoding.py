@@ -37,6 +37,7 @@ import numpy as np
 from keras import ops
 
 # Re-exported: the searches' callers compile with it (`Translator.search`).
+from layers.slice_update import update_slice
 from training.compilation import compile_for_backend  # noqa: F401
 from zoo.errors import UserError
 
@@ -406,7 +407,7 @@ def greedy_search(
         best_log_prob = top - ops.logsumexp(logits, axis=-1)
         best = ops.where(finished, pad_id, best)
         scores = scores + ops.where(finished, 0.0, best_log_prob)
-        tokens = ops.slice_update(tokens, [0, i + 1], ops.expand_dims(best, 1))
+        tokens = update_slice(tokens, [0, i + 1], ops.expand_dims(best, 1))
         finished = ops.logical_or(finished, ops.equal(best, end_id))
         return i + 1, tokens, finished, scores, tuple(cache), context
 
@@ -515,7 +516,7 @@ def beam_search(
             start = np.where(k < per, 0.0, NEVER).astype("float32")
             token = ops.take(token, k % per, axis=1)
             log_probs = ops.take(log_probs, k % per, axis=1) + start
-        tokens = ops.slice_update(tokens, [0, 0, 1], ops.expand_dims(token, -1))
+        tokens = update_slice(tokens, [0, 0, 1], ops.expand_dims(token, -1))
         cache = keras.tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), cache)
         return (i + 1, tokens, log_probs, ops.ones_like(lengths), ops.equal(token, end_id),
                 cache, context)
@@ -553,7 +554,7 @@ def beam_search(
         log_probs = ops.take_along_axis(
             ops.reshape(candidate_log_probs, (batch, beam_size * per)), chosen, axis=1)
         tokens = ops.take_along_axis(tokens, ops.expand_dims(source_beam, -1), axis=1)
-        tokens = ops.slice_update(tokens, [0, 0, i + 1], ops.expand_dims(token, -1))
+        tokens = update_slice(tokens, [0, 0, i + 1], ops.expand_dims(token, -1))
         was_finished = ops.take_along_axis(finished, source_beam, axis=1)
         lengths = ops.where(
             was_finished, ops.take_along_axis(lengths, source_beam, axis=1), i + 1)

@@ -263,6 +263,12 @@ def load(name_or_path: str, compile: bool = False,
     if expect is not None and not isinstance(model, expect):
         raise UserError(f"{name_or_path!r} is a {type(model).__name__}, not a "
                         f"{expect.__name__}")
+    from zoo.vit import VisionTransformer
+
+    if isinstance(model, VisionTransformer):
+        # Keras' own `model.export` takes only a model that was called once (it reads the
+        # input signature of that call): a symbolic call costs nothing.
+        model(keras.Input(tuple(model.image_shape)))
     return model
 
 

@@ -520,6 +520,13 @@ class Translator(keras.Model):
         copy_weights(self, model)
         return model
 
+    def export(self, filepath: str, format: str = "tf_saved_model", **kwargs: Any) -> None:
+        """Refuses Keras' generic export, whose signature would take the teacher-forced
+        call's float inputs of one fixed length: `zoo.export(translator, DIR)` writes the
+        servable SavedModel (sentences in, translations out, the search in the graph)."""
+        raise UserError("a Translator exports with zoo.export(translator, DIR) (sentences "
+                        "in, translations out), not with Keras' model.export")
+
     def save_assets(self, dir_path: str) -> None:
         if self.tokenizer is not None:
             self.tokenizer.save(os.path.join(dir_path, TOKENIZER_ASSET), overwrite=True)

@@ -41,7 +41,7 @@ from transformers import (  # noqa: E402
 import zoo.hub as hub  # noqa: E402
 from tests.zoo.conftest import (  # noqa: E402
     read_gz,
-    run_like_a_server,
+    serve,
     train_unigram_spm,
 )
 
@@ -685,17 +685,14 @@ def test_exported_opus_mt_handle_translates_strings_as_the_python_api(hub_cache,
 
     if keras.backend.backend() != "tensorflow":
         pytest.skip("export runs on the TensorFlow backend")
-    from zoo.export import export_model
+    from zoo.serving.export import export_model
 
     publish(hub_cache, "Helsinki-NLP/opus-mt-tiny-en-de", opus_mt)
     path = hub.resolve_handle("hf://Helsinki-NLP/opus-mt-tiny-en-de")
     version = export_model(str(path), tmp_path / "serving", beam_size=2, name="opus-mt-tiny")
     texts = read_gz(multi30k / "test_2016_flickr.en.gz", 20) + ["", "東京 café ½"]
     expected = hub.load("hf://Helsinki-NLP/opus-mt-tiny-en-de").translate(texts, beam_size=2)
-    (served,) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
-        f"out = f(sentences=tf.constant({texts!r}))\n"
-        "print(json.dumps([t.decode() for t in out['translations'].numpy()]))\n")
+    served = serve(version, {"sentences": texts})["translations"]
     assert served == expected
     assert len(set(served)) > 2 and served[20] == ""
 
@@ -721,7 +718,7 @@ def test_exported_vit_handle_labels_equal_hugging_face(hub_cache, tmp_path, cifa
 
     if keras.backend.backend() != "tensorflow":
         pytest.skip("export runs on the TensorFlow backend")
-    from zoo.export import export_model
+    from zoo.serving.export import export_model
 
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     if kind == "vit":
@@ -738,8 +735,6 @@ def test_exported_vit_handle_labels_equal_hugging_face(hub_cache, tmp_path, cifa
     for i, image in enumerate(cifar_images):
         paths.append(str(tmp_path / f"{i}.png"))
         image.save(paths[-1], format="PNG")  # lossless: the pixels Hugging Face saw
-    (served,) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
-        f"out = f(images=tf.constant([open(p, 'rb').read() for p in {paths!r}]))\n"
-        "print(json.dumps([row[0].decode() for row in out['labels'].numpy()]))\n")
+    served = [row[0] for row in serve(
+        version, {"images": [open(p, "rb").read() for p in paths]})["labels"]]
     assert served == expected

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from tests.zoo.conftest import read_gz, run_like_a_server
-from zoo.export import export_model
+from tests.zoo.conftest import read_gz, run_like_a_server, serve
+from zoo.serving.export import export_model, xla_only_op_types
 from zoo.translator import Translator
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
@@ -36,11 +36,8 @@ def test_translations_equal_the_python_api(exported_translator, shared_data):
     texts = read_gz(shared_data / "multi30k" / "test_2016_flickr.en.gz", 100)
     texts += ["", "   ", "word " * 400]  # empty, blank and very long inputs
     expected = model.translate(texts, beam_size=3)
-    (served, scores) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
-        f"out = f(sentences=tf.constant({texts!r}))\n"
-        "print(json.dumps([t.decode() for t in out['translations'].numpy()]))\n"
-        "print(json.dumps(out['scores'].numpy().tolist()))\n")
+    out = serve(version, {"sentences": texts})
+    served, scores = out["translations"], out["scores"]
     assert served == expected
     assert served[100] == served[101] == "" and scores[100] == 0.0
     _, python_scores = model.translate(texts[:5], beam_size=3, return_scores=True)
@@ -63,10 +60,7 @@ def test_layout_signatures_and_ids_signature(exported_translator):
     source = model.encode_texts(["A dog runs.", "Two men are talking outside."])
     expected, _ = model.search(source, beam_size=3,
                                max_length=model.default_max_length(model.max_source_length))
-    (served,) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['translate_ids']\n"
-        f"out = f(source_ids=tf.constant({source.tolist()!r}, tf.int32))\n"
-        "print(json.dumps(out['target_ids'].numpy().tolist()))\n")
+    served = serve(version, {"source_ids": source.tolist()}, "translate_ids")["target_ids"]
     best = expected[:, 0]
     for row, tokens in zip(served, best):  # equal up to the first end token
         end = list(tokens).index(3) + 1 if 3 in tokens else len(tokens)
@@ -137,13 +131,9 @@ def test_vit_bytes_signature_equals_the_python_api(exported_vit, tmp_path):
     for i, data in enumerate(pngs + [gray.getvalue()]):
         paths.append(str(tmp_path / f"{i}.png"))
         (tmp_path / f"{i}.png").write_bytes(data)
-    (served,) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
-        f"data = [open(p, 'rb').read() for p in {paths!r}]\n"
-        "out = f(images=tf.constant(data))\n"
-        "print(json.dumps({'labels': [[l.decode() for l in row] for row in "
-        "out['labels'].numpy()], 'p': out['probabilities'].numpy().tolist()}))\n")
-    for row, labels, probabilities in zip(expected, served["labels"], served["p"]):
+    served = serve(version, {"images": [open(p, "rb").read() for p in paths]})
+    for row, labels, probabilities in zip(expected, served["labels"],
+                                          served["probabilities"]):
         assert [label for label, _ in row] == labels
         np.testing.assert_allclose([p for _, p in row], probabilities, atol=1e-4)
     assert len(served["labels"]) == 7  # the grayscale PNG was converted and classified
@@ -182,12 +172,9 @@ def test_shipped_vit_top1_served_equals_python_on_real_images(shared_data, tmp_p
     model = zoo.load("vit-cifar10")
     top = [row[0] for row in model.classify(
         np.stack([load_image(p, image_size=32) for p in paths]), top_k=1)]
-    (served, probabilities) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
-        f"data = [open(p, 'rb').read() for p in {[str(p) for p in paths]!r}]\n"
-        "out = f(images=tf.constant(data))\n"
-        "print(json.dumps([row[0].decode() for row in out['labels'].numpy()]))\n"
-        "print(json.dumps([float(row[0]) for row in out['probabilities'].numpy()]))\n")
+    out = serve(version, {"images": [p.read_bytes() for p in paths]})
+    served = [row[0] for row in out["labels"]]
+    probabilities = [row[0] for row in out["probabilities"]]
     assert len(paths) == 100
     assert served == [label for label, _ in top]
     # The same pixels: with the fast-DCT decoder probabilities moved by ~1e-2.
@@ -221,7 +208,7 @@ def test_force_swaps_in_a_complete_new_version(exported_vit, tmp_path):
 
 def test_a_failed_export_leaves_the_old_version_and_no_temporary(exported_vit, tmp_path,
                                                                 monkeypatch):
-    import zoo.export
+    import zoo.serving.export
 
     model_file = _vit_file(exported_vit, tmp_path)
     repository = tmp_path / "repository"
@@ -231,7 +218,7 @@ def test_a_failed_export_leaves_the_old_version_and_no_temporary(exported_vit, t
     def crash(*args, **kwargs):
         raise KeyboardInterrupt  # a kill while the new version is being written
 
-    monkeypatch.setattr(zoo.export, "write_warmup_requests", crash)
+    monkeypatch.setattr(zoo.serving.export, "write_warmup_requests", crash)
     with pytest.raises(KeyboardInterrupt):
         export_model(model_file, repository, version=1, top_k=3, name="v", force=True)
     assert (old / "marker").read_text() == "the old version"
@@ -242,11 +229,11 @@ def test_a_failed_export_leaves_the_old_version_and_no_temporary(exported_vit, t
 
 
 def test_two_exports_of_one_version_cannot_both_succeed(exported_vit, tmp_path, monkeypatch):
-    import zoo.export
+    import zoo.serving.export
 
     model_file = _vit_file(exported_vit, tmp_path)
     repository = tmp_path / "repository"
-    real = zoo.export.write_warmup_requests
+    real = zoo.serving.export.write_warmup_requests
 
     def other_export_finishes_first(folder, *args, **kwargs):
         other = repository / "v" / "1"
@@ -254,7 +241,7 @@ def test_two_exports_of_one_version_cannot_both_succeed(exported_vit, tmp_path, 
         (other / "saved_model.pb").write_text("the other export's")
         return real(folder, *args, **kwargs)
 
-    monkeypatch.setattr(zoo.export, "write_warmup_requests", other_export_finishes_first)
+    monkeypatch.setattr(zoo.serving.export, "write_warmup_requests", other_export_finishes_first)
     with pytest.raises(FileExistsError, match="another export") as error:
         export_model(model_file, repository, version=1, top_k=3, name="v")
     assert "\n" not in str(error.value)
@@ -263,7 +250,7 @@ def test_two_exports_of_one_version_cannot_both_succeed(exported_vit, tmp_path, 
 
 
 def test_put_in_place_refuses_an_existing_target_and_swaps_with_force(tmp_path):
-    from zoo.export import _put_in_place
+    from zoo.serving.export import _put_in_place
 
     target, new = tmp_path / "1", tmp_path / ".1.tmp"
     for folder, text in ((target, "old"), (new, "new")):
@@ -301,7 +288,7 @@ def test_vit_refuses_huge_images_from_their_header_and_names_the_index(exported_
 
     from PIL import Image
 
-    from zoo.export import MAX_PIXELS
+    from zoo.serving.export import MAX_PIXELS
 
     _, version = exported_vit
     buffer = io.BytesIO()
@@ -332,7 +319,7 @@ def test_image_header_size_reads_every_format():
     import tensorflow as tf
     from PIL import Image
 
-    from zoo.export import image_header_size
+    from zoo.serving.export import image_header_size
 
     for format in ("JPEG", "PNG", "GIF", "BMP"):
         buffer = io.BytesIO()
@@ -359,3 +346,111 @@ def test_exports_store_each_weight_once(exported_vit, exported_translator):
         # At most 1.2x the weights (the bound this test holds exports to); Keras' tracking of the model on top
         # of the endpoints' captures used to save every weight twice (2.0x).
         assert weights <= _saved_values(version) <= 1.2 * weights, version
+
+
+# ---------------------------------------------------------------------- as the server runs it
+def test_exports_hold_no_op_that_needs_xla(exported_translator, exported_vit):
+    """The model server runs graphs with XLA off: an `Xla*` op (Keras' `slice_update` on
+    TensorFlow is one) fails there, however well the export answers in Python."""
+    for version in (exported_translator[2], exported_vit[1]):
+        assert xla_only_op_types(version) == set(), version
+
+
+def test_xla_only_op_types_finds_keras_slice_update_in_a_saved_model(tmp_path):
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.write = tf.function(
+        lambda i: keras.ops.slice_update(tf.zeros([4]), [i], tf.ones([1])),
+        input_signature=[tf.TensorSpec([], tf.int32)])
+    tf.saved_model.save(module, str(tmp_path))
+    assert xla_only_op_types(tmp_path) == {"XlaDynamicUpdateSlice"}
+
+
+def test_greedy_export_of_a_model_object_answers_as_the_python_api(exported_translator,
+                                                                    tmp_path):
+    model, _, _ = exported_translator
+    version = export_model(model, tmp_path / "repository", beam_size=1, name="greedy")
+    assert xla_only_op_types(version) == set()
+    texts = ["A dog runs on the beach.", "Two men are talking outside a shop.", "", "Hi"]
+    assert serve(version, {"sentences": texts})["translations"] == model.translate(
+        texts, beam_size=1)
+
+
+def test_a_model_object_exports_under_its_name_and_other_objects_are_refused(exported_vit,
+                                                                            tmp_path):
+    import zoo
+
+    model, _ = exported_vit
+    version = zoo.export(model, tmp_path, version=2)
+    assert version == tmp_path / model.name / "2" and (version / "saved_model.pb").exists()
+    with pytest.raises(ValueError, match="got Dense"):
+        zoo.export(keras.layers.Dense(2), tmp_path)
+
+
+def test_keras_own_export_of_a_loaded_vit_serves_its_logits(exported_vit, tmp_path):
+    """`zoo.load` leaves a ViT ready for Keras' `model.export` (pixels in, logits out)."""
+    import zoo
+
+    model, _ = exported_vit
+    model.save(tmp_path / "vit.keras")
+    loaded = zoo.load(str(tmp_path / "vit.keras"))
+    loaded.export(str(tmp_path / "keras-export"), verbose=False)
+    pixels = np.random.default_rng(1).uniform(0, 255, (3, 32, 32, 3)).astype("float32")
+    served = serve(tmp_path / "keras-export", {"args_0": pixels.tolist()},
+                   expect_warmup=False)["output_0"]
+    np.testing.assert_allclose(served, model.predict(pixels, verbose=0), atol=1e-5)
+
+
+def test_a_translator_points_keras_export_to_zoo_export(exported_translator, tmp_path):
+    model, _, _ = exported_translator
+    with pytest.raises(ValueError, match="zoo.export"):
+        model.export(str(tmp_path / "x"))
+
+
+@pytest.mark.slow
+def test_a_batch_the_server_concatenates_answers_as_each_request_alone(exported_translator,
+                                                                      shared_data):
+    """TF Serving's batching concatenates requests along the first axis: sentences of very
+    different lengths in one batch translate as each did in its own request."""
+    _, _, version = exported_translator
+    texts = read_gz(shared_data / "multi30k" / "test_2016_flickr.en.gz", 40)
+    requests = [texts[:3], [min(texts, key=len)], [max(texts, key=len), "A dog."]]
+    alone = [serve(version, {"sentences": request})["translations"] for request in requests]
+    together = serve(version, {"sentences": [t for request in requests for t in request]})
+    assert together["translations"] == [t for answer in alone for t in answer]
+
+
+def test_served_model_answers_as_the_server_script(exported_translator):
+    """`zoo.serving.session.ServedModel`, which `zoo bench --work mt-served` times, runs an
+    export as the reference server script of the tests does (in this process, XLA on: the
+    export does not need it)."""
+    from zoo.serving.session import ServedModel
+
+    _, _, version = exported_translator
+    texts = ["A dog runs on the beach.", "", "Two men are talking."]
+    served = ServedModel(version)
+    assert served.warmup_requests == 1
+    out = served(sentences=texts)
+    assert [t.decode() for t in out["translations"]] == serve(
+        version, {"sentences": texts})["translations"]
+
+
+def test_server_config_files_parse_as_the_server_reads_them(tmp_path):
+    """models.config is TF Serving's own ModelServerConfig in text form, whatever a folder is
+    named; batching_parameters.txt names the flags that take it and sets a batch size."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from zoo.serving.export import write_batching_parameters, write_models_config
+
+    for name in ('say "hi"', "plain"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    (tmp_path / "not-a-model").mkdir()
+    config = text_format.Parse(write_models_config(tmp_path).read_text(),
+                               model_server_config_pb2.ModelServerConfig())
+    assert [(c.name, c.base_path) for c in config.model_config_list.config] == [
+        ("plain", "/models/plain"), ('say "hi"', '/models/say "hi"')]
+    text = write_batching_parameters(tmp_path).read_text()
+    assert "--enable_batching=true --batching_parameters_file=" in text
+    assert "max_batch_size { value: 32 }" in text

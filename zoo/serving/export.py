@@ -1,6 +1,7 @@
 """SavedModels for TensorFlow Serving: text in, text out; image bytes in, labels out.
 
-`export_model` writes `DIR/<name>/<version>/`, the layout TF Serving watches, with
+`export_model` (`zoo.export`) writes `DIR/<name>/<version>/`, the layout TF Serving watches,
+and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags, with
 
 - the translator's `serving_default`: `tf.string [batch]` sentences -> `translations`
   (`tf.string`) and `scores`; SentencePiece tokenization (TF Text ops), the encoder, beam
@@ -19,7 +20,8 @@
   load time so the first real request does not pay for graph warm-up.
 
 Only TensorFlow and TF Text ops are in the graphs: stock TF Serving runs them, and so does a
-process that imports nothing but `tensorflow` and `tensorflow_text`.
+process that imports nothing but `tensorflow` and `tensorflow_text`. None needs XLA, which
+the server runs without (`export_model` checks the graph it wrote: `xla_only_op_types`).
 
 A version folder is written under a hidden temporary name beside its target and renamed into
 place once complete, so TF Serving (which only looks at numeric folder names) never sees a
@@ -225,6 +227,21 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
     return classify_bytes, classify_pixels
 
 
+def xla_only_op_types(export_dir: str | os.PathLike) -> set[str]:
+    """The op types in a SavedModel's graph and function library that run only through XLA
+    (`Xla*`): the stock model server, which runs graphs with XLA off, fails on them."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel.FromString(
+        (Path(export_dir) / "saved_model.pb").read_bytes())
+    found = set()
+    for meta_graph in saved_model.meta_graphs:
+        functions = meta_graph.graph_def.library.function
+        for nodes in [meta_graph.graph_def.node] + [f.node_def for f in functions]:
+            found.update(node.op for node in nodes if node.op.startswith("Xla"))
+    return found
+
+
 def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
                           inputs: dict[str, Any]) -> Path:
     """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest."""
@@ -246,22 +263,50 @@ def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
 
 
 def write_models_config(repository: str | os.PathLike) -> Path:
-    """Writes `models.config` for TF Serving's `--model_config_file`: every model folder."""
+    """Writes `models.config` for TF Serving's `--model_config_file`: every model folder.
+
+    Written by protobuf's text serializer from TF Serving's own `ModelServerConfig`, so that
+    any folder name is quoted and escaped as the server reads it."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
     repository = Path(repository)
-    entries = []
+    config = model_server_config_pb2.ModelServerConfig()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
         if any(v.name.isdigit() for v in folder.iterdir()):
-            entries.append(
-                "  config {\n"
-                f"    name: \"{folder.name}\"\n"
-                f"    base_path: \"/models/{folder.name}\"\n"
-                "    model_platform: \"tensorflow\"\n"
-                "  }\n")
+            entry = config.model_config_list.config.add()
+            entry.name = folder.name
+            entry.base_path = f"/models/{folder.name}"
+            entry.model_platform = "tensorflow"
     path = repository / "models.config"
     # TF Serving re-reads the file: never a half-written one.
     return write_atomically(
-        path, lambda temporary: temporary.write_text(
-            "model_config_list {\n" + "".join(entries) + "}\n"))
+        path, lambda temporary: temporary.write_text(text_format.MessageToString(config)))
+
+
+# The model server's batching (`--enable_batching --batching_parameters_file`): requests that
+# arrive within `batch_timeout_micros` of each other run as one batch of up to
+# `max_batch_size`. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/
+# benchmarks.md): the translator's export at beam 4 translates about 5x more sentences a
+# second at batch 32 than at batch 1, and a batch-1 request takes ~100 ms, so waiting 10 ms
+# for company costs little. The server pads the id signatures' rows to one length (pad id 0).
+BATCHING_PARAMETERS = """\
+# TensorFlow Serving batching, written by `zoo export`: pass this file with
+#   --enable_batching=true --batching_parameters_file=/models/batching_parameters.txt
+max_batch_size { value: 32 }
+batch_timeout_micros { value: 10000 }
+max_enqueued_batches { value: 64 }
+num_batch_threads { value: %d }
+pad_variable_length_inputs: true
+"""
+
+
+def write_batching_parameters(repository: str | os.PathLike) -> Path:
+    """Writes `batching_parameters.txt` beside `models.config`, one batch thread a core of
+    this machine (edit `num_batch_threads` for a server with other cores)."""
+    text = BATCHING_PARAMETERS % max(1, os.cpu_count() or 1)
+    return write_atomically(Path(repository) / "batching_parameters.txt",
+                            lambda temporary: temporary.write_text(text))
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -312,20 +357,23 @@ def _put_in_place(temporary: Path, target: Path, force: bool) -> None:
             "it") from None
 
 
-def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
+def export_model(model: str | keras.Model, output: str | os.PathLike, version: int = 1,
                  force: bool = False, beam_size: int = 4, alpha: float = 0.6,
                  top_k: int = 5, name: str | None = None) -> Path:
     """Exports a zoo model to `output/<name>/<version>/` for TF Serving.
 
     Args:
-        name_or_path: a shipped model name or a path (see `zoo.load`).
+        model: a model object (a `Translator`, `VisionTransformer` or `SentenceEncoder`,
+            for instance one just fine-tuned), or what `zoo.load` takes: a shipped name, a
+            path, a URL or a hub handle.
         output: the model repository folder.
         version: the version number (a positive int).
         force: replace an existing version folder; the old one is swapped out only once the
             new one is complete.
         beam_size, alpha: the translator's search, fixed in the graph.
         top_k: how many labels the ViT returns (a sentence encoder ignores these three).
-        name: the served model's name; the shipped name or the file's stem by default.
+        name: the served model's name; by default the shipped name, the file's stem, the
+            handle's model name, or a model object's `name`.
 
     Returns:
         The version folder written.
@@ -342,6 +390,7 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
     from zoo.decoding import check_search_settings
     from zoo.sentence_encoder import SentenceEncoder
     from zoo.translator import Translator
+    from zoo.vit import VisionTransformer
 
     _require_tensorflow_backend()
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
@@ -351,17 +400,26 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
         raise UserError(f"top_k must be a positive integer; got {top_k!r}")
     from zoo.hub import is_handle, model_name
 
-    if name is None and is_handle(name_or_path):
-        name = model_name(name_or_path)  # hf://Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de
+    if isinstance(model, keras.Model):
+        name = model.name if name is None else name
+    elif not isinstance(model, (str, os.PathLike)):
+        raise UserError(f"model must be a zoo model or a name, path, URL or handle; got "
+                        f"{type(model).__name__}")
+    elif name is None and is_handle(str(model)):
+        name = model_name(str(model))  # hf://Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de
     elif name is None:
-        path = Path(name_or_path.partition("#")[0])  # no URL fragment (#sha256=...)
+        path = Path(str(model).partition("#")[0])  # no URL fragment (#sha256=...)
         name = path.parent.name if path.name == "model.keras" else path.stem
     if not name or name.startswith(".") or "/" in name or os.sep in name:
         raise UserError(f"the served model's name must be a plain folder name; got {name!r}")
     target = Path(output) / name / str(int(version))
     if target.exists() and not force:
         raise FileExistsError(f"{target} exists; pass --force to replace it")
-    model = zoo.load(name_or_path)
+    if not isinstance(model, keras.Model):
+        model = zoo.load(str(model))
+    elif not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
+        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder; "
+                        f"got a {type(model).__name__}")
 
     if hasattr(model, "ensure_built"):
         model.ensure_built()
@@ -390,10 +448,15 @@ def export_model(name_or_path: str, output: str | os.PathLike, version: int = 1,
     temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
     try:
         archive.write_out(str(temporary), verbose=False)
+        needs_xla = xla_only_op_types(temporary)
+        if needs_xla:  # a bug of ours: the model server would fail on these
+            raise RuntimeError(f"the export holds ops that run only through XLA, which TF "
+                               f"Serving runs without: {sorted(needs_xla)}")
         write_warmup_requests(temporary, name, warmup)
         _put_in_place(temporary, target, force)
     finally:
         if temporary.exists():
             shutil.rmtree(temporary)
     write_models_config(Path(output))
+    write_batching_parameters(Path(output))
     return target

@@ -13,10 +13,9 @@ import keras
 import numpy as np
 import pytest
 
-from tests.zoo.conftest import read_gz
-from tests.zoo.conftest import run_like_a_server
-from tests.zoo.test_export import _saved_values
-from zoo.export import export_model
+from tests.zoo.conftest import read_gz, serve
+from tests.zoo.serving.test_export import _saved_values
+from zoo.serving.export import export_model
 from zoo.sentence_encoder import SentenceEncoder
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
@@ -139,31 +138,21 @@ def test_small_encoder_served_equals_embed_and_embed_ids(small_encoder, exported
     assert 'name: "encoder"' in (repository / "models.config").read_text()
     texts = MODEL_CARD_PAIR + ["dogs", "", "a man " * 20, "Ünknown wörds!"]
     batch = small_encoder.tokenizer(texts)
-    (served, by_ids, warmed) = run_like_a_server(
-        f"model = tf.saved_model.load({str(version)!r})\n"
-        "out = model.signatures['serving_default'](sentences=tf.constant("
-        f"{texts!r}))\n"
-        "print(json.dumps(out['embeddings'].numpy().tolist()))\n"
-        "out = model.signatures['embed_ids'](token_ids=tf.constant("
-        f"{batch['token_ids'].tolist()!r}), padding_mask=tf.constant("
-        f"{batch['padding_mask'].tolist()!r}))\n"
-        "print(json.dumps(out['embeddings'].numpy().tolist()))\n"
-        # The warm-up request, replayed as TF Serving does at load time.
-        "from tensorflow_serving.apis import prediction_log_pb2\n"
-        "path = " + repr(str(version / "assets.extra" / "tf_serving_warmup_requests")) + "\n"
-        "(record,) = list(tf.data.TFRecordDataset(path))\n"
-        "request = prediction_log_pb2.PredictionLog.FromString(record.numpy())"
-        ".predict_log.request\n"
-        "assert request.model_spec.name == 'encoder', request.model_spec\n"
-        "assert request.model_spec.signature_name == 'serving_default'\n"
-        "inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}\n"
-        "out = model.signatures['serving_default'](**{k: tf.constant(v) "
-        "for k, v in inputs.items()})\n"
-        "print(json.dumps(list(out['embeddings'].shape)))\n")
+    served = serve(version, {"sentences": texts})["embeddings"]  # warm-up replayed there
+    by_ids = serve(version, {"token_ids": batch["token_ids"].tolist(),
+                             "padding_mask": batch["padding_mask"].tolist()},
+                   "embed_ids")["embeddings"]
     expected = small_encoder.embed(texts)
     np.testing.assert_allclose(np.array(served), expected, rtol=0, atol=1e-5)
     np.testing.assert_allclose(np.array(by_ids), expected, rtol=0, atol=1e-5)
-    assert warmed == [1, 16]
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    (record,) = list(tf.data.TFRecordDataset(
+        str(version / "assets.extra" / "tf_serving_warmup_requests")))
+    request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+    assert request.model_spec.name == "encoder"
+    assert request.model_spec.signature_name == "serving_default"
 
 
 def test_small_export_stores_each_weight_once(small_encoder, exported_small):
@@ -194,11 +183,7 @@ def exported_minilm(minilm, tmp_path_factory):
 @pytest.mark.slow
 def test_served_minilm_equals_embed(minilm, exported_minilm, real_sentences):
     texts = MODEL_CARD_PAIR + real_sentences[:60] + EDGE_CASES
-    (served,) = run_like_a_server(
-        f"f = tf.saved_model.load({str(exported_minilm)!r}).signatures['serving_default']\n"
-        f"out = f(sentences=tf.constant({texts!r}))['embeddings']\n"
-        "assert out.dtype == tf.float32, out.dtype\n"
-        "print(json.dumps(out.numpy().tolist()))\n")
+    served = serve(exported_minilm, {"sentences": texts})["embeddings"]
     served = np.array(served, dtype="float32")
     expected = minilm.embed(texts)
     assert served.shape == expected.shape == (len(texts), 384)

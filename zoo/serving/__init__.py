@@ -1,0 +1,1 @@
+"""Serving: SavedModels that the stock TensorFlow Serving runs (`zoo.export`)."""
