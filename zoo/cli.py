@@ -25,7 +25,7 @@ it stops quietly with status 141, as a filter that SIGPIPE ends.
 
 Every command runs TensorFlow with its oneDNN kernels (`zoo.runtime.use_onednn`), which
 TensorFlow turns on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX: on a 2-core AVX2
-host they trained 2.0x to 2.3x faster (README).
+host they trained 2.0x to 2.3x faster (docs/performance-log.md).
 """
 
 from __future__ import annotations

@@ -57,14 +57,14 @@ FIRST_CACHE_LENGTH = 16
 # A search of fewer rows x positions keeps one loop over a full cache: each more cache length
 # is one more loop for XLA to compile (about 1.7 s on two cores) and a small cache costs
 # little. The bench's 128 rows x 32 tokens are 4,096, where growing was 1.08-1.12x faster;
-# 1,000 real sentences at batch 64 and beam 4, 1.23-1.32x (README).
+# 1,000 real sentences at batch 64 and beam 4, 1.23-1.32x (docs/performance-log.md).
 GROW_CACHE_FROM = 4096
 
 # A graph's cache lengths (`first`, `growth` of `cache_lengths`), where finished sequences
 # leave the batch between lengths: the more often, the fewer steps spent on them, and a loop
 # costs no compilation there, but each is one more copy of the step in the exported graph. Beam
 # 4 over 32 sentences through the shipped translator's export: 48-60 sentences/s with 16
-# doubling; 55-68 alike with these, a length every 8 or every 4 (README).
+# doubling; 55-68 alike with these, a length every 8 or every 4 (docs/performance-log.md).
 GRAPH_CACHE_LENGTHS = (8, 1.5)
 
 GrowCache = Callable[[tuple, Any], tuple]
@@ -245,10 +245,11 @@ def _two_steps(cond: Callable, body: Callable) -> Callable:
     Beam search reorders its cache with a gather, which cannot write in place; one step per
     iteration, XLA then copies the gathered cache back into the loop's buffer every step. With
     two, the steps alternate between two buffers: beam 4 1.09x faster on TensorFlow, and on
-    JAX 1.09x or the same within the noise (README). Not for greedy search, which has no
-    reorder (there the condition cost more than it saved), nor in an export's graph, which
-    XLA does not compile (batch 1 slower), nor for small searches (`_search_loop`): XLA
-    compiles the step twice, 1.3 s more before `zoo translate`'s first sentence."""
+    JAX 1.09x or the same within the noise (docs/performance-log.md). Not for greedy search,
+    which has no reorder (there the condition cost more than it saved), nor in an export's
+    graph, which XLA does not compile (batch 1 slower), nor for small searches
+    (`_search_loop`): XLA compiles the step twice, 1.3 s more before `zoo translate`'s first
+    sentence."""
     def twice(*state: Any) -> tuple:
         state = body(*state)
         return ops.cond(cond(*state), lambda: body(*state), lambda: state)
