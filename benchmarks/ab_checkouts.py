@@ -49,7 +49,7 @@ def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
 
         keras.utils.set_random_seed(0)
         if work in ("mt-greedy", "mt-beam4"):
-            from training.text_batches import END_ID
+            from zoo.training.text_batches import END_ID
             from zoo.translator import Translator
 
             model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)

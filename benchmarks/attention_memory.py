@@ -63,8 +63,8 @@ def worker(method: str, length: int, repeats: int, mode: str) -> dict:
 
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
-    from layers.attention import scaled_dot_product_attention
-    from layers.chunked_attention import chunked_attention, sliding_window_attention
+    from zoo.layers.attention import scaled_dot_product_attention
+    from zoo.layers.chunked_attention import chunked_attention, sliding_window_attention
 
     rng = np.random.default_rng(0)
     q, k, v = (tf.constant(rng.normal(size=(1, HEADS, length, HEAD_DIM)).astype("float32"))

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import zoo
-from training.image_data import train_validation_split
+from zoo.training.image_data import train_validation_split
 from zoo.vit_recipe import ViTRecipe, load_images
 
 

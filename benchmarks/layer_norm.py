@@ -28,7 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from layers.layer_normalization import LayerNormalization  # noqa: E402
+from zoo.layers.layer_normalization import LayerNormalization  # noqa: E402
 
 
 def steps(layer: keras.layers.Layer, x: tf.Tensor, upstream: tf.Tensor) -> dict:

@@ -7,7 +7,7 @@ Each (precision, repeat) runs in its own process (the dtype policy is global), a
 would run it (TensorFlow's oneDNN kernels on, `zoo.runtime.use_onednn`): the
 architecture with random weights, AdamW, `train_on_batch` on one batch of 128 random 32 x 32
 images, 2 untimed steps then `--steps` timed. Prints images/s and whether the CPU computes
-bfloat16 natively (`training.precision.cpu_has_native_bfloat16`); writes
+bfloat16 natively (`zoo.training.precision.cpu_has_native_bfloat16`); writes
 benchmarks/results/train_precision.json.
 """
 
@@ -63,7 +63,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(images_per_second(args.worker, args.architecture, args.steps)))
         return
-    from training.precision import cpu_has_native_bfloat16
+    from zoo.training.precision import cpu_has_native_bfloat16
 
     rates: dict[str, list[float]] = {"float32": [], "mixed_bfloat16": []}
     for _ in range(args.repeats):

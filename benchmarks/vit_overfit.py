@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import zoo
-from training.augmentation import compiled_augmentation
-from training.image_data import train_validation_split
+from zoo.training.augmentation import compiled_augmentation
+from zoo.training.image_data import train_validation_split
 from zoo.vit_recipe import ViTRecipe, evaluate_arrays, load_images, recipe_augmentation
 
 BATCH = 250

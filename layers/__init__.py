@@ -1,28 +1,28 @@
 """Reusable Keras 3 attention layers, written with `keras.ops` only (no TensorFlow import)."""
 
-from layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
-from layers.chunked_attention import (
+from zoo.layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from zoo.layers.chunked_attention import (
     chunked_attention,
     sliding_window_attention,
     sliding_window_mask,
 )
-from layers.class_token import ClassToken
-from layers.feed_forward import FeedForward
-from layers.layer_normalization import LayerNormalization
-from layers.multi_head_attention import MultiHeadAttention
-from layers.patch_embedding import PatchEmbedding
-from layers.position_embedding import (
+from zoo.layers.class_token import ClassToken
+from zoo.layers.feed_forward import FeedForward
+from zoo.layers.layer_normalization import LayerNormalization
+from zoo.layers.multi_head_attention import MultiHeadAttention
+from zoo.layers.patch_embedding import PatchEmbedding
+from zoo.layers.position_embedding import (
     PositionEmbedding,
     interpolate_position_embedding,
     interpolate_position_embedding_2d,
 )
-from layers.sinusoidal_position_encoding import (
+from zoo.layers.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
     sinusoidal_position_encoding,
 )
-from layers.token_embedding import TokenEmbedding
-from layers.transformer_decoder import TransformerDecoderBlock
-from layers.transformer_encoder import TransformerEncoderBlock
+from zoo.layers.token_embedding import TokenEmbedding
+from zoo.layers.transformer_decoder import TransformerDecoderBlock
+from zoo.layers.transformer_encoder import TransformerEncoderBlock
 
 __all__ = [
     "ClassToken",

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from layers.attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
+from zoo.layers.attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
 
 
 def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -130,7 +130,7 @@ def chunked_attention(
 
     Example:
     >>> import numpy as np
-    >>> from layers.attention import causal_mask, scaled_dot_product_attention
+    >>> from zoo.layers.attention import causal_mask, scaled_dot_product_attention
     >>> x = np.random.default_rng(0).normal(size=(2, 10, 4)).astype("float32")
     >>> blocked = chunked_attention(x, x, x, causal=True, block_size=4)
     >>> dense, _ = scaled_dot_product_attention(x, x, x, mask=causal_mask(10))

@@ -17,20 +17,20 @@ import keras
 import numpy as np
 from keras import ops
 
-from layers.attention import (
+from zoo.layers.attention import (
     causal_mask,
     check_mask_broadcasts,
     fused_attention,
     scaled_dot_product_attention,
 )
-from layers.chunked_attention import (
+from zoo.layers.chunked_attention import (
     chunked_attention,
     sliding_window_attention,
     sliding_window_mask,
 )
-from layers.initializers import clone_initializer
-from layers.keras_internals import keras_mask
-from layers.slice_update import update_slice
+from zoo.layers.initializers import clone_initializer
+from zoo.layers.keras_internals import keras_mask
+from zoo.layers.slice_update import update_slice
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -6,11 +6,11 @@ from typing import Any
 
 import keras
 
-from layers.feed_forward import FeedForward
-from layers.initializers import clone_initializer
-from layers.keras_internals import keras_mask
-from layers.layer_normalization import LayerNormalization
-from layers.multi_head_attention import MultiHeadAttention, check_long_sequence_options
+from zoo.layers.feed_forward import FeedForward
+from zoo.layers.initializers import clone_initializer
+from zoo.layers.keras_internals import keras_mask
+from zoo.layers.layer_normalization import LayerNormalization
+from zoo.layers.multi_head_attention import MultiHeadAttention, check_long_sequence_options
 
 
 def head_size(d_model: int, num_heads: int, key_dim: int | None) -> int:

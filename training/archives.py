@@ -23,8 +23,8 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from training.errors import UserError
-from training.file_store import cache_dir, write_atomically
+from zoo.training.errors import UserError
+from zoo.training.file_store import cache_dir, write_atomically
 
 _MARKER = ".extracted.json"
 _MEMBERS = "members.json"

@@ -10,9 +10,9 @@ Everything here is written with `keras.ops` / `keras.random` only and is jittabl
 - `RandomCropWithPadding`: pad, then crop a random window of the input size, per image
   (`keras.layers.RandomCrop` uses one window for the whole batch and cannot be jitted).
 - `cifar_augmentation`: crop with padding, horizontal flip (`keras.layers.RandomFlip`) and
-  RandAugment (`training.rand_augment.RandAugmentPolicy`).
+  RandAugment (`zoo.training.rand_augment.RandAugmentPolicy`).
 - `compiled_augmentation`: wraps any of these (or a Pipeline of them) in `jax.jit` or
-  `tf.function` (`training.compilation.compile_for_backend`), the fast way to run them on
+  `tf.function` (`zoo.training.compilation.compile_for_backend`), the fast way to run them on
   batches outside tf.data.
 - `MixBatch`: MixUp or CutMix with soft labels. (`keras.layers.MixUp` is equivalent for MixUp;
   `keras.layers.CutMix` weights the labels by the continuous box area while it pastes whole
@@ -29,9 +29,9 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
-from training.compilation import compile_for_backend
-from training.errors import UserError
-from training.rand_augment import RandAugmentPolicy
+from zoo.training.compilation import compile_for_backend
+from zoo.training.errors import UserError
+from zoo.training.rand_augment import RandAugmentPolicy
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -287,7 +287,7 @@ class MixBatch(keras.layers.Layer):
 def compiled_augmentation(layer: keras.layers.Layer) -> Callable[..., Any]:
     """Wraps an augmentation layer in the backend's compiler: `fn(*inputs) -> outputs`.
 
-    Compiled by `training.compilation.compile_for_backend` (`jax.jit` or `tf.function`;
+    Compiled by `zoo.training.compilation.compile_for_backend` (`jax.jit` or `tf.function`;
     elsewhere the layer is called as is); the layer's random-generator state advances on every
     call, so each batch draws fresh randomness. Always `training=True`. A new batch shape
     (e.g. a smaller last batch) compiles once more.

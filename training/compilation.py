@@ -1,7 +1,7 @@
 """One way to compile a function of a Keras layer for the backend in use.
 
 `compile_for_backend` serves the zoo's searches (`zoo.decoding`, which re-exports it) and the
-augmentation layers (`training.augmentation.compiled_augmentation`) alike.
+augmentation layers (`zoo.training.augmentation.compiled_augmentation`) alike.
 """
 
 from __future__ import annotations

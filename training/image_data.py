@@ -5,7 +5,7 @@ The JAX path (`load_image_folder_numpy`, decoded with PIL) and the TensorFlow pa
 (`scan_image_folder`) and hold out the same images (`train_validation_split`), so both see
 the same classes and the same validation set. TensorFlow is imported only inside the functions
 that build tf.data. File reading (`load_image`, `scan_image_folder`) lives in
-`training.image_files`, archive extraction (`extract_archive`) in `training.archives`.
+`zoo.training.image_files`, archive extraction (`extract_archive`) in `zoo.training.archives`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from layers.validation import image_size_pair, positive_int
-from training.errors import UserError
-from training.image_files import load_image, scan_image_folder
+from zoo.layers.validation import image_size_pair, positive_int
+from zoo.training.errors import UserError
+from zoo.training.image_files import load_image, scan_image_folder
 
 
 def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,

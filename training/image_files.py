@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from layers.validation import image_size_pair
-from training.errors import UserError
+from zoo.layers.validation import image_size_pair
+from zoo.training.errors import UserError
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 

@@ -15,12 +15,12 @@ from typing import Any, Mapping, Sequence
 
 import keras
 
-from layers.keras_internals import (
+from zoo.layers.keras_internals import (
     optimizer_variable_index,
     uses_weight_decay,
     weight_decay_hook,
 )
-from training.schedules import InverseSqrtWarmup
+from zoo.training.schedules import InverseSqrtWarmup
 
 # Substrings of a variable's path (e.g. "vit/block_0/layer_norm_1/gamma") that exclude it
 # from weight decay.

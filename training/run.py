@@ -27,14 +27,14 @@ from typing import Any, Iterable
 
 import keras
 
-from training.checkpointing import (
+from zoo.training.checkpointing import (
     ResumableCheckpoint,
     prepare_run_folder,
     restore_latest,
 )
-from training.file_store import write_atomically
-from training.precision import bfloat16_warning, set_precision
-from training.progress import fit_verbosity
+from zoo.training.file_store import write_atomically
+from zoo.training.precision import bfloat16_warning, set_precision
+from zoo.training.progress import fit_verbosity
 
 
 def start_run(output: str | os.PathLike, run_files: Iterable[str], force: bool, seed: int,

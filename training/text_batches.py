@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 import keras
 import numpy as np
 
-from layers.validation import positive_int
-from training.errors import UserError
+from zoo.layers.validation import positive_int
+from zoo.training.errors import UserError
 
 # The special ids of the zoo's subword vocabularies (zoo.tokenizer.SubwordTokenizer trains
 # with them): the defaults wherever an id is not given.

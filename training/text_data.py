@@ -2,7 +2,7 @@
 
 `read_lines`, `read_parallel`, `read_tsv_pairs` and `read_multi30k` return Python strings;
 no TensorFlow is needed. Turning token ids into teacher-forcing batches is
-`training.text_batches`'s.
+`zoo.training.text_batches`'s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from training.errors import UserError
+from zoo.training.errors import UserError
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
 

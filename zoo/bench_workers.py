@@ -217,7 +217,7 @@ def zoo_translation(work: str, seconds: float) -> float:
     import keras
     import numpy as np
 
-    from training.text_batches import END_ID
+    from zoo.training.text_batches import END_ID
     from zoo.translator import Translator
 
     keras.utils.set_random_seed(0)

@@ -44,7 +44,10 @@ from zoo.errors import FILE_ERRORS, UserError
 from zoo.runtime import use_onednn
 
 # The zoo's own packages: their errors and warnings are the zoo's.
-OWN_PACKAGES = ("zoo", "layers", "training")
+OWN_PACKAGES = ("zoo",)
+# Where the zoo's code lives: zoo/ (a wheel's zoo/layers and zoo/training inside it), and in
+# a checkout the layers/ and training/ folders beside it.
+OWN_FOLDERS = ("zoo", "layers", "training")
 
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
@@ -333,7 +336,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
     import numpy as np
 
     import zoo
-    from training.image_files import load_image
+    from zoo.training.image_files import load_image
     from zoo.vit import VisionTransformer
 
     model = zoo.load(args.model, expect=VisionTransformer)
@@ -383,7 +386,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     model = zoo.load(args.model,
                      expect=Translator if args.task == "translator" else VisionTransformer)
     if args.task == "translator":
-        from training.text_data import read_lines
+        from zoo.training.text_data import read_lines
         from zoo.translator_recipe import evaluate_translator
 
         if not (args.source and args.reference):
@@ -659,7 +662,7 @@ def own_warnings_in_one_line(active: bool = True) -> typing.Iterator[None]:
         return
     original = warnings.formatwarning
     root = Path(__file__).resolve().parents[1]
-    own = [root / package for package in OWN_PACKAGES]
+    own = [root / folder for folder in OWN_FOLDERS]
 
     def one_line(message: Any, category: type, filename: str, lineno: int,
                  line: str | None = None) -> str:

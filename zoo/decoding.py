@@ -37,8 +37,8 @@ import numpy as np
 from keras import ops
 
 # Re-exported: the searches' callers compile with it (`Translator.search`).
-from layers.slice_update import update_slice
-from training.compilation import compile_for_backend  # noqa: F401
+from zoo.layers.slice_update import update_slice
+from zoo.training.compilation import compile_for_backend  # noqa: F401
 from zoo.errors import UserError
 
 NextLogits = Callable[[Any, Any, tuple], tuple[Any, tuple]]

@@ -13,13 +13,13 @@ missing, in the way or unreadable; the message names it) and for a ModuleNotFoun
 names a third-party package to install. Everything else, a plain ValueError from inside Keras
 or a missing module of the zoo's own included, is the zoo's bug and keeps its traceback.
 
-The class is defined in `training.errors` (the training kit reports bad data files too, and
+The class is defined in `zoo.training.errors` (the training kit reports bad data files too, and
 may not import `zoo`); this module is its public home.
 """
 
 from __future__ import annotations
 
-from training.errors import UserError
+from zoo.training.errors import UserError
 
 # OS errors about a path the user named: one line, like a UserError.
 FILE_ERRORS: tuple[type[OSError], ...] = (

@@ -20,7 +20,7 @@ from typing import Sequence
 import keras
 from keras import ops
 
-from training.optimizers import relative_variable_path
+from zoo.training.optimizers import relative_variable_path
 from zoo.errors import UserError
 from zoo.vit import VisionTransformer
 

@@ -51,7 +51,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from training.file_store import cache_dir, write_atomically
+from zoo.training.file_store import cache_dir, write_atomically
 from zoo.errors import UserError
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def model_name(handle: str) -> str:
 
 def hub_cache_dir() -> Path:
     """Where converted hub models are kept: the zoo's cache folder's `hub/`
-    (`training.file_store.cache_dir`)."""
+    (`zoo.training.file_store.cache_dir`)."""
     return cache_dir("hub")
 
 

@@ -15,15 +15,18 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.file_store import cache_dir, write_atomically
+from zoo.training.file_store import cache_dir, write_atomically
 from zoo.errors import UserError
 
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
     import keras
 
-# The repository's saved_models/ (an editable install), or ZOO_MODELS_DIR.
-MODELS_DIR = Path(os.environ.get("ZOO_MODELS_DIR",
-                                 Path(__file__).resolve().parents[1] / "saved_models"))
+# zoo/saved_models/ in a wheel, the repository's saved_models/ in a checkout (or an editable
+# install), or ZOO_MODELS_DIR.
+_PACKAGE = Path(__file__).resolve().parent
+MODELS_DIR = Path(os.environ.get("ZOO_MODELS_DIR", _PACKAGE / "saved_models"
+                                 if (_PACKAGE / "saved_models").is_dir()
+                                 else _PACKAGE.parent / "saved_models"))
 MODEL_FILE = "model.keras"
 MANIFEST = "manifest.json"
 
@@ -58,7 +61,7 @@ class DownloadError(UserError):
 
 def downloads_dir() -> Path:
     """Where downloaded models are kept: the zoo's cache folder's `downloads/`
-    (`training.file_store.cache_dir`)."""
+    (`zoo.training.file_store.cache_dir`)."""
     return cache_dir("downloads")
 
 
@@ -332,7 +335,7 @@ def weight_mismatches(model: keras.Model, path: str | os.PathLike) -> list[str]:
 
 def _model_weights(model: keras.Model) -> dict[str, Any]:
     """`{h5 key: variable}`: where Keras' saving writes each of `model`'s variables."""
-    from layers.keras_internals import saved_weight_paths
+    from zoo.layers.keras_internals import saved_weight_paths
 
     return saved_weight_paths(model)
 

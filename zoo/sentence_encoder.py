@@ -24,11 +24,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from layers.layer_normalization import LayerNormalization
-from layers.position_embedding import PositionEmbedding
-from layers.token_embedding import TokenEmbedding
-from layers.transformer_encoder import TransformerEncoderBlock
-from layers.validation import positive_int
+from zoo.layers.layer_normalization import LayerNormalization
+from zoo.layers.position_embedding import PositionEmbedding
+from zoo.layers.token_embedding import TokenEmbedding
+from zoo.layers.transformer_encoder import TransformerEncoderBlock
+from zoo.layers.validation import positive_int
 from zoo.errors import UserError
 from zoo.sentence_tokenizer import SentenceTokenizer, read_vocabulary
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 from keras import ops
 
-from layers.validation import positive_int
+from zoo.layers.validation import positive_int
 from zoo.errors import UserError
 
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")

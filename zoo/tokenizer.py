@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import sentencepiece
 
-from training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
+from zoo.training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
 from zoo.errors import UserError
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"

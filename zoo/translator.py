@@ -16,12 +16,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from layers.layer_normalization import LayerNormalization
-from layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
-from layers.token_embedding import TokenEmbedding
-from layers.transformer_decoder import TransformerDecoderBlock
-from layers.transformer_encoder import TransformerEncoderBlock
-from training.text_batches import END_ID, START_ID
+from zoo.layers.layer_normalization import LayerNormalization
+from zoo.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from zoo.layers.token_embedding import TokenEmbedding
+from zoo.layers.transformer_decoder import TransformerDecoderBlock
+from zoo.layers.transformer_encoder import TransformerEncoderBlock
+from zoo.training.text_batches import END_ID, START_ID
 from zoo import translator_presets  # noqa: F401  (registers the architectures)
 from zoo.decoding import (
     NEVER,
@@ -182,7 +182,7 @@ class Translator(keras.Model):
 
     def special_ids(self) -> tuple[int, int]:
         """`(start_id, end_id)`: the configured ones, else the tokenizer's, else the zoo's
-        defaults (`training.text_batches.START_ID`, `END_ID`)."""
+        defaults (`zoo.training.text_batches.START_ID`, `END_ID`)."""
         tok = self.tokenizer
         start, end = (tok.start_id, tok.end_id) if tok is not None else (START_ID, END_ID)
         return (start if self.start_id is None else self.start_id,

@@ -12,7 +12,7 @@ tokenizer and continues from the last epoch checkpoint.
 
 The final `model.keras` and `metrics.json` are written atomically (a temporary file renamed
 into place). A folder that holds a finished run, or files the run did not write, is refused
-unless `force` is set (see `training.checkpointing.prepare_run_folder`).
+unless `force` is set (see `zoo.training.checkpointing.prepare_run_folder`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from typing import Any
 import keras
 import numpy as np
 
-from layers.validation import is_int, positive_int
-from training.checkpoint_averaging import average_checkpoints
-from training.checkpointing import WEIGHTS_FILE
-from training.file_store import write_atomically
-from training.losses import MaskedSparseCrossEntropy, masked_accuracy
-from training.optimizers import transformer_adam
-from training.run import finish_run, fit_resumably, resume, start_run
-from training.text_batches import TeacherForcingBatches, filter_by_length
-from training.text_data import read_multi30k, read_parallel, read_tsv_pairs
-from training.translation_metrics import TranslationMetricsCallback, corpus_scores
+from zoo.layers.validation import is_int, positive_int
+from zoo.training.checkpoint_averaging import average_checkpoints
+from zoo.training.checkpointing import WEIGHTS_FILE
+from zoo.training.file_store import write_atomically
+from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
+from zoo.training.optimizers import transformer_adam
+from zoo.training.run import finish_run, fit_resumably, resume, start_run
+from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
+from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
+from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.decoding import check_search_settings
 from zoo.errors import UserError
 from zoo.presets import in_run_options

@@ -32,13 +32,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from layers.class_token import ClassToken
-from layers.convolutional_stem import ConvolutionalStem
-from layers.layer_normalization import LayerNormalization
-from layers.patch_embedding import PatchEmbedding
-from layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
-from layers.transformer_encoder import TransformerEncoderBlock, head_size
-from layers.validation import image_size_pair, is_int, positive_int
+from zoo.layers.class_token import ClassToken
+from zoo.layers.convolutional_stem import ConvolutionalStem
+from zoo.layers.layer_normalization import LayerNormalization
+from zoo.layers.patch_embedding import PatchEmbedding
+from zoo.layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
+from zoo.layers.transformer_encoder import TransformerEncoderBlock, head_size
+from zoo.layers.validation import image_size_pair, is_int, positive_int
 from zoo.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.errors import UserError
 from zoo.image_batch import as_image_batch
@@ -110,13 +110,13 @@ class VisionTransformer(keras.Model):
             the same; the patch embedding cuts the stem's feature map into
             `patch_size / 2 ** len(stem_filters)` squares (1 x 1 when they are equal).
             None (the default) for the plain ViT.
-        attention_window: sliding-window self-attention (`layers.sliding_window_attention`):
+        attention_window: sliding-window self-attention (`zoo.layers.sliding_window_attention`):
             each token attends to the tokens within this many positions of it; None (the
             default) for full attention. For many patches at high resolution.
         global_tokens: with a window, how many leading tokens (the class token: 1; with a
             distillation token: 2) attend to and are attended by every token.
         attention_block_size: keys (or, with a window, queries) per block of the chunked
-            attention (`layers.chunked_attention`); None for the fused dense path.
+            attention (`zoo.layers.chunked_attention`); None for the fused dense path.
         **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
 
     Call arguments:

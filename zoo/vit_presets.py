@@ -9,7 +9,7 @@ ViT-Ti/16 and ViT-S/16 (Touvron et al., 2021, table 1), at 224 x 224 pixels, pat
 1000 classes: 5,717,416 (Ti), 22,050,664 (S), 86,567,656 (B) and 304,326,632 (L) parameters.
 
 "vit-s16-384-window" is ViT-S/16 at 384 x 384 pixels (a 24 x 24 grid, 577 tokens) with
-sliding-window attention (`attention_window`, see `layers.sliding_window_attention`): each
+sliding-window attention (`attention_window`, see `zoo.layers.sliding_window_attention`): each
 patch attends to the patches within 48 positions of it in row-major order (two grid rows
 above and below), and the class token attends to and is attended by all (`global_tokens=1`);
 22,196,584 parameters with 1000 classes (the 224-pixel model's plus 380 more position

@@ -13,7 +13,7 @@ writes into its output folder and continues from its last checkpoint when starte
 
 The final `model.keras` and `metrics.json` are written atomically (a temporary file renamed
 into place). A folder that holds a finished run, or files the run did not write, is refused
-unless `force` is set (see `training.checkpointing.prepare_run_folder`).
+unless `force` is set (see `zoo.training.checkpointing.prepare_run_folder`).
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ from typing import Any
 import keras
 import numpy as np
 
-from layers.validation import positive_int
-from training.archives import extract_archive
-from training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
-from training.idx_data import (
+from zoo.layers.validation import positive_int
+from zoo.training.archives import extract_archive
+from zoo.training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
+from zoo.training.idx_data import (
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_DIR,
     is_idx_folder,
     load_idx_split,
 )
-from training.image_data import load_image_folder_numpy, rows_per_class, train_validation_split
-from training.image_files import scan_image_folder
-from training.optimizers import adamw_no_decay_on_norms
-from training.run import finish_run, fit_resumably, resume, start_run
-from training.schedules import WarmupCosine
+from zoo.training.image_data import load_image_folder_numpy, rows_per_class, train_validation_split
+from zoo.training.image_files import scan_image_folder
+from zoo.training.optimizers import adamw_no_decay_on_norms
+from zoo.training.run import finish_run, fit_resumably, resume, start_run
+from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
 from zoo.presets import in_run_options
 from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
@@ -242,7 +242,7 @@ class AugmentedBatches(keras.utils.PyDataset):
 
 def recipe_augmentation(recipe: ViTRecipe) -> keras.layers.Pipeline:
     """The run's crop and flip, and RandAugment at the recipe's magnitude and number of
-    operations where `rand_augment` is set (`training.augmentation.cifar_augmentation`)."""
+    operations where `rand_augment` is set (`zoo.training.augmentation.cifar_augmentation`)."""
     return cifar_augmentation(
         recipe.image_size, rand_augment=recipe.rand_augment,
         magnitude=recipe.rand_augment_magnitude, num_ops=recipe.rand_augment_ops,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from zoo.layers.attention import causal_mask, fused_attention, scaled_dot_product_attention
 
 # A worked example: two tokens of three features, projected to d_k = d_v = 2.
 X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.attention import scaled_dot_product_attention
-from layers.chunked_attention import (
+from zoo.layers.attention import scaled_dot_product_attention
+from zoo.layers.chunked_attention import (
     chunked_attention,
     sliding_window_attention,
     sliding_window_mask,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.class_token import ClassToken
+from zoo.layers.class_token import ClassToken
 from tests.layers.harness import run_layer_test
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from layers.convolutional_stem import ConvolutionalStem
+from zoo.layers.convolutional_stem import ConvolutionalStem
 from tests.layers.harness import run_layer_test
 
 

@@ -9,14 +9,14 @@ import pkgutil
 
 import pytest
 
-import layers
+from zoo import layers
 
 
 def _docstring_examples() -> list[doctest.DocTest]:
     finder = doctest.DocTestFinder()
     found = []
     for module_info in pkgutil.iter_modules(layers.__path__):
-        module = importlib.import_module(f"layers.{module_info.name}")
+        module = importlib.import_module(f"zoo.layers.{module_info.name}")
         found += [test for test in finder.find(module) if test.examples]
     return sorted(found, key=lambda test: test.name)
 

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from layers.feed_forward import FeedForward, exact_gelu
+from zoo.layers.feed_forward import FeedForward, exact_gelu
 from tests.layers.harness import run_layer_test
 
 

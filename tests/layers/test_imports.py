@@ -10,6 +10,6 @@ def test_importing_layers_does_not_import_tensorflow():
     pytest.importorskip("jax")
     loaded = modules_imported_by(
         "import numpy as np, layers\n"
-        "from layers import MultiHeadAttention\n"
+        "from zoo.layers import MultiHeadAttention\n"
         "MultiHeadAttention(num_heads=2, key_dim=4)(np.zeros((1, 3, 8), 'float32'))")
     assert "keras" in loaded and "tensorflow" not in loaded

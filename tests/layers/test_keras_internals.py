@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from layers.keras_internals import (
+from zoo.layers.keras_internals import (
     APPLY_WEIGHT_DECAY_HOOK,
     keras_mask,
     optimizer_variable_index,

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from layers.layer_normalization import LayerNormalization
+from zoo.layers.layer_normalization import LayerNormalization
 from tests.layers.harness import run_layer_test
 
 

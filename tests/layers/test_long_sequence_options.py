@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 
-from layers.multi_head_attention import MultiHeadAttention
-from layers.transformer_decoder import TransformerDecoderBlock
-from layers.transformer_encoder import TransformerEncoderBlock
+from zoo.layers.multi_head_attention import MultiHeadAttention
+from zoo.layers.transformer_decoder import TransformerDecoderBlock
+from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from tests.layers.harness import run_layer_test
 
 RNG = np.random.default_rng(0)

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from layers.multi_head_attention import MultiHeadAttention
+from zoo.layers.multi_head_attention import MultiHeadAttention
 from tests.layers.harness import run_layer_test
 
 RNG = np.random.default_rng(0)

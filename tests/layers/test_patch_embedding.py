@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.patch_embedding import PatchEmbedding
+from zoo.layers.patch_embedding import PatchEmbedding
 from tests.layers.harness import run_layer_test
 
 

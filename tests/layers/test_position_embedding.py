@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.class_token import ClassToken
-from layers.patch_embedding import PatchEmbedding
-from layers.position_embedding import (
+from zoo.layers.class_token import ClassToken
+from zoo.layers.patch_embedding import PatchEmbedding
+from zoo.layers.position_embedding import (
     PositionEmbedding,
     interpolate_position_embedding,
     interpolate_position_embedding_2d,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.sinusoidal_position_encoding import (
+from zoo.layers.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
     sinusoidal_position_encoding,
 )

@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from layers.keras_internals import in_xla_compiled_graph
-from layers.slice_update import update_slice
+from zoo.layers.keras_internals import in_xla_compiled_graph
+from zoo.layers.slice_update import update_slice
 
 tensorflow_only = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                      reason="the op choice concerns TensorFlow graphs")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.token_embedding import TokenEmbedding
+from zoo.layers.token_embedding import TokenEmbedding
 from tests.layers.harness import run_layer_test
 
 VOCAB, DIM = 11, 16

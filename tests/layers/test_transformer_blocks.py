@@ -5,8 +5,8 @@ import keras_hub
 import numpy as np
 import pytest
 
-from layers.transformer_decoder import TransformerDecoderBlock
-from layers.transformer_encoder import TransformerEncoderBlock
+from zoo.layers.transformer_decoder import TransformerDecoderBlock
+from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from tests.layers.harness import run_layer_test
 
 RNG = np.random.default_rng(0)
@@ -170,8 +170,8 @@ def test_contradicting_cache_arguments_are_refused():
 
 
 def test_the_shared_base_is_neither_exported_nor_serializable():
-    import layers
-    from layers.transformer_encoder import TransformerBlock
+    from zoo import layers
+    from zoo.layers.transformer_encoder import TransformerBlock
 
     assert "TransformerBlock" not in layers.__all__ and not hasattr(layers, "TransformerBlock")
     assert keras.saving.get_registered_name(TransformerBlock) == "TransformerBlock"

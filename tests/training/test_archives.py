@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from training import archives
-from training.archives import archive_sha256, extract_archive
-from training.file_store import CACHE_ENV, cache_dir
+from zoo.training import archives
+from zoo.training.archives import archive_sha256, extract_archive
+from zoo.training.file_store import CACHE_ENV, cache_dir
 
 
 @pytest.fixture(autouse=True)

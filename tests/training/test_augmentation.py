@@ -8,13 +8,13 @@ import pytest
 from keras import ops
 
 from tests.training.image_fixtures import cifar_subset
-from training.augmentation import (
+from zoo.training.augmentation import (
     MixBatch,
     RandomCropWithPadding,
     cifar_augmentation,
     compiled_augmentation,
 )
-from training.image_data import load_image_folder_numpy
+from zoo.training.image_data import load_image_folder_numpy
 
 
 @pytest.fixture(scope="session")

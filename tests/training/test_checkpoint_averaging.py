@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from training.checkpoint_averaging import average_checkpoints
+from zoo.training.checkpoint_averaging import average_checkpoints
 
 
 def _model() -> keras.Model:

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from training.checkpointing import ResumableCheckpoint, latest_checkpoint, restore_latest
+from zoo.training.checkpointing import ResumableCheckpoint, latest_checkpoint, restore_latest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ TRAIN_SCRIPT = textwrap.dedent(
     sys.path.insert(0, os.environ["ZOO_REPO"])
     import keras
     import numpy as np
-    from training.checkpointing import ResumableCheckpoint, restore_latest
+    from zoo.training.checkpointing import ResumableCheckpoint, restore_latest
 
     directory, epochs, output = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     pause_after = int(os.environ.get("PAUSE_AFTER_EPOCH", "0"))
@@ -240,7 +240,7 @@ def test_no_intact_checkpoint_is_a_one_line_error(tmp_path):
 
 # ---------------------------------------------------------------------- final files of a run
 def test_write_atomically_keeps_the_old_file_when_the_write_fails(tmp_path):
-    from training.file_store import write_atomically
+    from zoo.training.file_store import write_atomically
 
     target = tmp_path / "model.keras"
     target.write_bytes(b"the finished model")
@@ -259,7 +259,7 @@ def test_write_atomically_keeps_the_old_file_when_the_write_fails(tmp_path):
 
 
 def test_write_atomically_saves_a_keras_model(tmp_path):
-    from training.file_store import write_atomically
+    from zoo.training.file_store import write_atomically
 
     model = _compiled_model()
     write_atomically(tmp_path / "model.keras", model.save)
@@ -278,7 +278,7 @@ RUN = ("checkpoints", "logs", "tokenizer.model", "model.keras", "metrics.json")
 ])
 def test_prepare_run_folder_refuses_finished_runs_and_foreign_files(tmp_path, present,
                                                                     message):
-    from training.checkpointing import prepare_run_folder
+    from zoo.training.checkpointing import prepare_run_folder
 
     for name in present:
         if name.endswith("/"):
@@ -293,7 +293,7 @@ def test_prepare_run_folder_refuses_finished_runs_and_foreign_files(tmp_path, pr
 
 
 def test_prepare_run_folder_lets_new_and_unfinished_runs_through(tmp_path):
-    from training.checkpointing import prepare_run_folder
+    from zoo.training.checkpointing import prepare_run_folder
 
     prepare_run_folder(tmp_path / "new", RUN)
     prepare_run_folder(tmp_path, RUN)  # empty
@@ -314,7 +314,7 @@ def test_fit_resumably_writes_tensorboard_logs_only_where_tensorflow_is(tmp_path
     # logs (whose writer is TensorFlow's) instead of failing at its first epoch.
     import importlib.util
 
-    from training.run import fit_resumably
+    from zoo.training.run import fit_resumably
 
     if tensorflow_installed and importlib.util.find_spec("tensorflow") is None:
         pytest.skip("TensorFlow is not installed")

@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent(
         )
     import keras
     import numpy as np
-    from training.distribution import data_parallel_scope, describe_devices
+    from zoo.training.distribution import data_parallel_scope, describe_devices
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(16, 5)).astype("float32")

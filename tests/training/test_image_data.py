@@ -11,14 +11,14 @@ import pytest
 from PIL import Image
 
 from tests.training.image_fixtures import CIFAR10_CLASSES, PER_CLASS, cifar_subset
-from training.archives import extract_archive
-from training.image_data import (
+from zoo.training.archives import extract_archive
+from zoo.training.image_data import (
     image_folder_tf_dataset,
     load_image_folder_numpy,
     tfds_image_dataset,
     train_validation_split,
 )
-from training.image_files import load_image, scan_image_folder
+from zoo.training.image_files import load_image, scan_image_folder
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from training.image_files import load_image
+from zoo.training.image_files import load_image
 
 PER_CLASS = 3
 

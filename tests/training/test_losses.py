@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from training.losses import MaskedAccuracy, MaskedSparseCrossEntropy, masked_accuracy
+from zoo.training.losses import MaskedAccuracy, MaskedSparseCrossEntropy, masked_accuracy
 
 VOCAB = 11
 

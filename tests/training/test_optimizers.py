@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from training.optimizers import SelectiveDecayAdamW, adamw_no_decay_on_norms, transformer_adam
-from training.schedules import InverseSqrtWarmup
+from zoo.training.optimizers import SelectiveDecayAdamW, adamw_no_decay_on_norms, transformer_adam
+from zoo.training.schedules import InverseSqrtWarmup
 
 
 class _ClassToken(keras.layers.Layer):

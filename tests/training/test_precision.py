@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from training.precision import (PRECISIONS, bfloat16_warning, cpu_has_native_bfloat16,
+from zoo.training.precision import (PRECISIONS, bfloat16_warning, cpu_has_native_bfloat16,
                                 set_precision, wrap_optimizer_for_precision)
 
 
@@ -116,12 +116,12 @@ def test_bfloat16_on_a_cpu_without_it_is_one_warning_line(tmp_path):
 
 
 def test_a_run_started_in_bfloat16_on_such_a_cpu_warns(tmp_path, monkeypatch):
-    import training.run
+    import zoo.training.run
 
     avx2 = tmp_path / "avx2"
     avx2.write_text(AVX2.format(n=0))
-    monkeypatch.setattr(training.run, "bfloat16_warning",
+    monkeypatch.setattr(zoo.training.run, "bfloat16_warning",
                         lambda precision: bfloat16_warning(precision, ["cpu:0"], avx2))
     with pytest.warns(UserWarning, match="trains slower than float32"):
-        training.run.start_run(tmp_path / "run", [], False, 0, "mixed_bfloat16")
+        zoo.training.run.start_run(tmp_path / "run", [], False, 0, "mixed_bfloat16")
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"

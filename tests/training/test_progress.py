@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from training.progress import fit_verbosity
+from zoo.training.progress import fit_verbosity
 
 
 class _Terminal(io.StringIO):

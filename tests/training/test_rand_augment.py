@@ -8,9 +8,9 @@ from keras import ops
 from PIL import Image, ImageEnhance, ImageOps
 
 from tests.training.image_fixtures import cifar_subset
-from training.augmentation import compiled_augmentation
-from training.image_data import load_image_folder_numpy
-from training.rand_augment import OPERATIONS, RandAugmentPolicy
+from zoo.training.augmentation import compiled_augmentation
+from zoo.training.image_data import load_image_folder_numpy
+from zoo.training.rand_augment import OPERATIONS, RandAugmentPolicy
 
 
 @pytest.fixture(scope="session")

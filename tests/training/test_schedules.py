@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from training.schedules import InverseSqrtWarmup, WarmupCosine
+from zoo.training.schedules import InverseSqrtWarmup, WarmupCosine
 
 
 def _value(schedule, iterations: int) -> float:

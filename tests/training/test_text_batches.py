@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import modules_imported_by
-from training.text_batches import (
+from zoo.training.text_batches import (
     TeacherForcingBatches,
     filter_by_length,
     make_teacher_forcing_batch,
 )
-from training.text_data import read_multi30k
+from zoo.training.text_data import read_multi30k
 
 REPO = Path(__file__).resolve().parents[2]
 START, END, PAD = 2, 3, 0
@@ -185,7 +185,7 @@ def test_batches_feed_model_fit(id_pairs):
 
 def test_numpy_path_needs_no_tensorflow():
     loaded = modules_imported_by(
-        "from training.text_batches import TeacherForcingBatches\n"
+        "from zoo.training.text_batches import TeacherForcingBatches\n"
         "b = TeacherForcingBatches([[5, 3]] * 5, [[6, 7]] * 5, batch_size=2)\n"
         "x, y = b[0]; assert y.dtype.name == 'int32'")
     assert "tensorflow" not in loaded

@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from training.text_data import (
+from zoo.training.text_data import (
     read_lines,
     read_multi30k,
     read_parallel,

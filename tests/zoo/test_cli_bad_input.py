@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import zoo.cli
-from training.image_files import load_image
+from zoo.training.image_files import load_image
 from zoo import registry
 from zoo.cli import main
 from zoo.translator import Translator

@@ -225,7 +225,7 @@ def test_translator_from_marian_refuses_wrong_shapes_and_unused_tensors(hf_maria
 def test_concatenated_sinusoids_equal_marians_table():
     from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
-    from layers.sinusoidal_position_encoding import sinusoidal_position_encoding
+    from zoo.layers.sinusoidal_position_encoding import sinusoidal_position_encoding
 
     expected = MarianSinusoidalPositionalEmbedding(512, 64).create_weight().numpy()
     ours = np.asarray(sinusoidal_position_encoding(512, 64, layout="concatenated"))

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import zoo
-from training.idx_data import FASHION_MNIST_DIR, load_idx_split, read_idx
-from training.optimizers import adamw_no_decay_on_norms, relative_variable_path
+from zoo.training.idx_data import FASHION_MNIST_DIR, load_idx_split, read_idx
+from zoo.training.optimizers import adamw_no_decay_on_norms, relative_variable_path
 from zoo.cli import main
 from zoo.finetune import encoder_groups, freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.registry import MODELS_DIR, load_weights

@@ -5,7 +5,7 @@ import pytest
 
 import zoo
 from tests.zoo.conftest import read_gz
-from training.translation_metrics import corpus_scores
+from zoo.training.translation_metrics import corpus_scores
 from zoo import registry
 
 
@@ -39,9 +39,9 @@ def held_out_cifar10(shared_data, per_class: int):
     held out for validation (`train_validation_split(..., 5000, seed=0, labels=...)` over the
     archive's images in `scan_image_folder` order, as `zoo train vit` splits them): images the
     shipped model never trained on. Returns uint8 images, int labels and the class names."""
-    from training.archives import extract_archive
-    from training.image_data import train_validation_split
-    from training.image_files import load_image, scan_image_folder
+    from zoo.training.archives import extract_archive
+    from zoo.training.image_data import train_validation_split
+    from zoo.training.image_files import load_image, scan_image_folder
 
     folder = extract_archive(shared_data / "cifar10" / "cifar10-train-jpg.tar.gz")
     paths, labels, names = scan_image_folder(folder / "train")

@@ -156,7 +156,7 @@ def test_recipe_flags_have_choices_and_take_none():
 
 
 def test_precision_choices_are_the_trainings():
-    from training.precision import PRECISIONS
+    from zoo.training.precision import PRECISIONS
 
     assert tuple(cli.PRECISIONS) == tuple(PRECISIONS)
 

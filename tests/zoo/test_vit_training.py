@@ -44,7 +44,7 @@ def test_tiny_vit_fits_200_real_images(cifar_archive, micro_preset, tmp_path):
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     from zoo.vit_recipe import load_images
     images, labels, _ = load_images(recipe)
-    from training.image_data import train_validation_split
+    from zoo.training.image_data import train_validation_split
     train_rows, _ = train_validation_split(len(images), 10, seed=0, labels=labels)
     predicted = np.argmax(model.predict(images[train_rows], verbose=0), axis=1)
     assert np.mean(predicted == labels[train_rows]) > 0.9
@@ -109,7 +109,7 @@ def test_weight_average_is_validated_resumed_and_shipped(cifar_archive, micro_pr
     import keras
 
     import zoo.vit_recipe as recipe_module
-    from training.image_data import train_validation_split
+    from zoo.training.image_data import train_validation_split
 
     seen: list[np.ndarray] = []
     fit = recipe_module.fit_resumably
@@ -155,7 +155,7 @@ def test_ema_momentum_out_of_range_is_one_line(tmp_path, capsys):
 
 
 def test_the_recipe_augments_with_its_randaugment_settings():
-    from training.rand_augment import RandAugmentPolicy
+    from zoo.training.rand_augment import RandAugmentPolicy
     from zoo.vit_recipe import recipe_augmentation
 
     def policies(recipe: ViTRecipe) -> list:

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from layers.sinusoidal_position_encoding import sinusoidal_position_encoding
+from zoo.layers.sinusoidal_position_encoding import sinusoidal_position_encoding
 from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_activation,
                                      load_config, load_tensors, set_attention, set_layer_norm,
                                      set_linear)

@@ -40,7 +40,7 @@ from typing import Any
 
 import keras
 
-from training.file_store import write_atomically
+from zoo.training.file_store import write_atomically
 from zoo.errors import UserError
 
 SERVING_SIGNATURE = "serving_default"
