@@ -1,11 +1,13 @@
 """The processes of `zoo bench`: one (work, system, backend) each, one result line out.
 
-    python -m zoo.bench_workers WORK SYSTEM BACKEND [--seconds S]
+    python -m zoo.bench_workers WORK SYSTEM BACKEND [--seconds S] [--dry-run]
 
 Each worker builds its model with random weights (the same shapes for every system; see
 `zoo.bench.WORKS`), warms it up, then repeats the work for `--seconds` and prints
 `BENCH_RESULT [{"rate": ..., "unit": ...}, ...]` (the rate over the timed calls). Set
-`KERAS_BACKEND` before starting one: `zoo.bench` does.
+`KERAS_BACKEND` before starting one: `zoo.bench` does. The GPU works (`zoo.bench.GROUPS`)
+are in `zoo.bench_gpu`. `--dry-run` makes every `measure` one warm-up and one timed call
+(and the GPU works tiny).
 """
 
 from __future__ import annotations
@@ -24,13 +26,11 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from zoo.bench import RESULT_PREFIX, SETTINGS, WORKS
+from zoo.bench import GROUPS, RESULT_PREFIX, SETTINGS, VIT_B16, WORKS
 from zoo.runtime import use_onednn
 
 VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
             "num_heads": 3, "intermediate_dim": 384, "num_classes": 10}
-VIT_B16 = {"image_size": 224, "patch_size": 16, "num_layers": 12, "hidden_dim": 768,
-           "num_heads": 12, "intermediate_dim": 3072, "num_classes": 1000}
 MT = {"vocabulary_size": 8000, "hidden_dim": 256, "num_encoder_layers": 3,
       "num_decoder_layers": 3, "num_heads": 8, "intermediate_dim": 1024}
 CACHE = Path(os.environ.get("ZOO_BENCH_CACHE", Path(tempfile.gettempdir()) / "zoo-bench"))
@@ -38,10 +38,16 @@ DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[2
                            / "data"))
 
 
+# Set by `--dry-run`: every `measure` makes one warm-up and one timed call.
+DRY_RUN = False
+
+
 def measure(step: Callable[[], Any], items: int, seconds: float, warmup: int = 2,
             min_calls: int = 3) -> float:
     """Items per second over calls of `step` (each must finish its work before returning),
     after `warmup` untimed calls, for at least `seconds` and `min_calls` calls."""
+    if DRY_RUN:
+        warmup, min_calls, seconds = min(warmup, 1), 1, 0.0
     for _ in range(warmup):
         step()
     calls, started = 0, time.perf_counter()
@@ -59,14 +65,13 @@ def _vit_shape(work: str) -> tuple[dict, int]:
 
 
 # ---------------------------------------------------------------------- vision
-def keras_vit_step(work: str, system: str) -> tuple[Callable[[], Any], int]:
-    """`(step, batch)`: one `train_on_batch` / `predict_on_batch` (Keras's compiled steps) of
-    the zoo's VisionTransformer, or of keras-hub's ViTBackbone with a Dense head on the class
-    token, and the images it takes."""
+def keras_vit_model(system: str, shape: dict, batch: int) -> tuple[Any, Any]:
+    """`(model, images)`: the zoo's VisionTransformer, or keras-hub's ViTBackbone with a
+    Dense head on the class token (its logits in float32, as the zoo's), under the global
+    dtype policy, and `batch` float32 images of the range each expects."""
     import keras
     import numpy as np
 
-    shape, batch = _vit_shape(work)
     keras.utils.set_random_seed(0)
     size = shape["image_size"]
     if system == "zoo":
@@ -82,10 +87,21 @@ def keras_vit_step(work: str, system: str) -> tuple[Callable[[], Any], int]:
             num_layers=shape["num_layers"], num_heads=shape["num_heads"],
             hidden_dim=shape["hidden_dim"], mlp_dim=shape["intermediate_dim"])
         inputs = keras.Input((size, size, 3))
-        outputs = keras.layers.Dense(shape["num_classes"])(backbone(inputs)[:, 0])
+        outputs = keras.layers.Dense(shape["num_classes"], dtype="float32")(
+            backbone(inputs)[:, 0])
         model = keras.Model(inputs, outputs)
         images = np.random.default_rng(0).normal(size=(batch, size, size, 3))
-    images = images.astype("float32")
+    return model, images.astype("float32")
+
+
+def keras_vit_step(work: str, system: str) -> tuple[Callable[[], Any], int]:
+    """`(step, batch)`: one `train_on_batch` / `predict_on_batch` (Keras's compiled steps) of
+    `keras_vit_model`, and the images it takes."""
+    import keras
+    import numpy as np
+
+    shape, batch = _vit_shape(work)
+    model, images = keras_vit_model(system, shape, batch)
     labels = np.random.default_rng(1).integers(0, shape["num_classes"], batch)
     if work == "vit-tiny-train":
         model.compile(optimizer=keras.optimizers.AdamW(1e-3),
@@ -158,18 +174,26 @@ def import_timm_vision_transformer() -> tuple[Any, str]:
     return VisionTransformer, note
 
 
+def timm_vit_model(shape: dict) -> tuple[Any, str]:
+    """timm's VisionTransformer of `shape` (random weights, seed 0), and a note when
+    torchvision had to be stubbed."""
+    import torch
+
+    VisionTransformer, note = import_timm_vision_transformer()
+    torch.manual_seed(0)
+    return VisionTransformer(
+        img_size=shape["image_size"], patch_size=shape["patch_size"],
+        embed_dim=shape["hidden_dim"], depth=shape["num_layers"], num_heads=shape["num_heads"],
+        mlp_ratio=shape["intermediate_dim"] / shape["hidden_dim"],
+        num_classes=shape["num_classes"]), note
+
+
 def timm_vit(work: str, system: str, seconds: float) -> tuple[float, str]:
     """timm's VisionTransformer (eager, or under `torch.compile`), AdamW for training."""
     import torch
 
-    VisionTransformer, note = import_timm_vision_transformer()
     shape, batch = _vit_shape(work)
-    torch.manual_seed(0)
-    model = VisionTransformer(
-        img_size=shape["image_size"], patch_size=shape["patch_size"],
-        embed_dim=shape["hidden_dim"], depth=shape["num_layers"], num_heads=shape["num_heads"],
-        mlp_ratio=shape["intermediate_dim"] / shape["hidden_dim"],
-        num_classes=shape["num_classes"])
+    model, note = timm_vit_model(shape)
     images = torch.randn(batch, 3, shape["image_size"], shape["image_size"])
     labels = torch.randint(0, shape["num_classes"], (batch,))
     if system == "timm-compiled":
@@ -383,9 +407,13 @@ def served_translation(seconds: float) -> list[dict]:
     return results
 
 
-def run(work: str, system: str, seconds: float) -> list[dict]:
+def run(work: str, system: str, seconds: float, dry_run: bool = False) -> list[dict]:
     """One job's results: `[{"rate": ..., "unit": ..., ...}]`."""
     unit = WORKS[work].unit
+    if work in GROUPS["gpu"]:
+        from zoo import bench_gpu
+
+        return bench_gpu.run(work, system, seconds, dry_run)
     if work == "mt-served":
         return [dict(r, unit=unit) for r in served_translation(seconds)]
     detail = ""
@@ -412,9 +440,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("system")
     parser.add_argument("backend")
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="one warm-up and one timed call; the GPU works tiny")
     args = parser.parse_args(argv)
     use_onednn()  # the zoo's TensorFlow as the `zoo` command runs it
-    results = run(args.work, args.system, args.seconds)
+    global DRY_RUN
+    DRY_RUN = args.dry_run
+    results = run(args.work, args.system, args.seconds, args.dry_run)
     print(RESULT_PREFIX + json.dumps(results), flush=True)
 
 
