@@ -30,6 +30,7 @@ from zoo.layers.chunked_attention import (
 )
 from zoo.layers.initializers import clone_initializer
 from zoo.layers.keras_internals import keras_mask
+from zoo.layers.layer_normalization import LayerNormalization
 from zoo.layers.slice_update import update_slice
 
 
@@ -81,6 +82,10 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
         output_shape: last dimension of the output; the query's by default.
         use_fused_attention: allow the fused path (set False to always use the explicit one).
+        query_key_norm: normalise each head's queries and keys (a LayerNormalization over
+            `key_dim`, its scale and offset shared by the heads) before their dot product,
+            as ViT-22B (Dehghani et al. 2023) does against attention logits that grow until
+            the softmax is one-hot and training collapses at a high learning rate.
         kernel_initializer: initializer for the projection kernels.
         bias_initializer: initializer for the projection biases.
         attention_window: if set, local self-attention over this many positions on either
@@ -123,6 +128,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: bool = True,
         output_shape: int | None = None,
         use_fused_attention: bool = True,
+        query_key_norm: bool = False,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
         attention_window: int | None = None,
@@ -145,6 +151,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = bool(use_bias)
         self.output_shape = output_shape
         self.use_fused_attention = bool(use_fused_attention)
+        self.query_key_norm = bool(query_key_norm)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.attention_window, self.global_tokens, self.attention_block_size = (
@@ -187,7 +194,23 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense.build(key_shape)
         self.value_dense.build(value_shape)
         self.output_dense.build((None, None, self.num_heads, self.value_dim))
+        if self.query_key_norm:
+            self.query_norm, self.key_norm = (
+                LayerNormalization(epsilon=1e-6, dtype=self.dtype_policy, name=name)
+                for name in ("query_norm", "key_norm"))
+            self.query_norm.build((None, None, self.num_heads, self.key_dim))
+            self.key_norm.build((None, None, self.num_heads, self.key_dim))
         self.built = True
+
+    def _queries(self, query: Any) -> Any:
+        """`(batch, T, heads, key_dim)` projected (and normalised) queries."""
+        q = _project(self.query_dense, query)
+        return self.query_norm(q) if self.query_key_norm else q
+
+    def _keys(self, key: Any) -> Any:
+        """`(batch, S, heads, key_dim)` projected (and normalised) keys."""
+        k = _project(self.key_dense, key)
+        return self.key_norm(k) if self.query_key_norm else k
 
     # ------------------------------------------------------------------ cache helpers
     def compute_cache(self, value: Any, key: Any | None = None) -> tuple[Any, Any]:
@@ -205,7 +228,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         if not self.built:
             self.build(tuple(value.shape), tuple(value.shape), tuple(key.shape))
-        return (_heads_first(_project(self.key_dense, key)),
+        return (_heads_first(self._keys(key)),
                 _heads_first(_project(self.value_dense, value)))
 
     def empty_cache(self, batch_size: int, max_length: int) -> tuple[Any, Any]:
@@ -287,7 +310,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key_mask = keras_mask(key)
         self._check_feature_sizes(query, value, key)
 
-        q = _project(self.query_dense, query)  # (batch, T, heads, key_dim)
+        q = self._queries(query)  # (batch, T, heads, key_dim)
         causal_offset: Any = 0
         if cache is not None and cache_update_index is None:
             # Cross-attention: keys and values were computed once.
@@ -296,7 +319,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # Self-attention step: write this block's keys and values at the index.
             self._check_cache_index(cache, query, cache_update_index)
             start = [0, 0, cache_update_index, 0]
-            k = update_slice(cache[0], start, _heads_first(_project(self.key_dense, key)))
+            k = update_slice(cache[0], start, _heads_first(self._keys(key)))
             v = update_slice(cache[1], start,
                                  _heads_first(_project(self.value_dense, value)))
             cache = (k, v)
@@ -305,7 +328,7 @@ class MultiHeadAttention(keras.layers.Layer):
             causal_offset = cache_update_index
             value_mask = key_mask = None  # padding of earlier tokens is in attention_mask
         else:
-            k = _project(self.key_dense, key)
+            k = self._keys(key)
             v = _project(self.value_dense, value)
 
         if self.attention_window is not None and cache is None and None not in (
@@ -499,6 +522,9 @@ class MultiHeadAttention(keras.layers.Layer):
             new.set_weights([kernel[:, keep, :]] + [b[keep, :] for b in bias])
         kernel, *bias = self.output_dense.get_weights()  # (heads, value_dim, d_out), (d_out,)
         layer.output_dense.set_weights([kernel[keep, :, :]] + bias)
+        if self.query_key_norm:  # one scale and offset for every head: kept as they are
+            layer.query_norm.set_weights(self.query_norm.get_weights())
+            layer.key_norm.set_weights(self.key_norm.get_weights())
         return layer
 
     def _input_shapes(self) -> tuple[tuple, tuple, tuple]:
@@ -517,6 +543,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "output_shape": self.output_shape,
                 "use_fused_attention": self.use_fused_attention,
+                "query_key_norm": self.query_key_norm,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "attention_window": self.attention_window,

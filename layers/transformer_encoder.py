@@ -48,6 +48,7 @@ class TransformerBlock(keras.layers.Layer):
         global_tokens: int = 0,
         attention_block_size: int | None = None,
         use_fused_attention: bool = True,
+        query_key_norm: bool = False,
         kernel_initializer: Any = "glorot_uniform",
         bias_initializer: Any = "zeros",
         **kwargs: Any,
@@ -66,6 +67,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_window, self.global_tokens, self.attention_block_size = (
             check_long_sequence_options(attention_window, global_tokens, attention_block_size))
         self.use_fused_attention = bool(use_fused_attention)
+        self.query_key_norm = bool(query_key_norm)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -82,6 +84,7 @@ class TransformerBlock(keras.layers.Layer):
             key_dim=head_size(d_model, self.num_heads, self.key_dim),
             dropout=self.attention_dropout,
             use_fused_attention=self.use_fused_attention,
+            query_key_norm=self.query_key_norm,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             attention_window=self.attention_window if self_attention else None,
@@ -145,6 +148,7 @@ class TransformerBlock(keras.layers.Layer):
             "global_tokens": self.global_tokens,
             "attention_block_size": self.attention_block_size,
             "use_fused_attention": self.use_fused_attention,
+            "query_key_norm": self.query_key_norm,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         })
@@ -175,6 +179,8 @@ class TransformerEncoderBlock(TransformerBlock):
         attention_block_size: exact attention over blocks of this many keys (without a
             window), or queries per block of the window.
         use_fused_attention: allow `keras.ops.dot_product_attention`.
+        query_key_norm: normalise the queries and keys of every attention layer (see
+            `MultiHeadAttention`).
         kernel_initializer: initializer of every kernel.
         bias_initializer: initializer of every bias.
         **kwargs: base layer arguments.

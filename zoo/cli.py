@@ -112,6 +112,8 @@ RECIPE_HELP: dict[str, str] = {
     "rand_augment_magnitude": "RandAugment strength in [0, 1], the paper's M / 10 (DeiT: "
                               "0.9; short runs on small data often do better with 0.5)",
     "rand_augment_ops": "RandAugment operations per image (the paper's N)",
+    "query_key_norm": "LayerNorm on every head's queries and keys (ViT-22B): keeps attention "
+                      "from collapsing at a high learning rate (a new model only)",
     "mix": "batch mixing of images and labels",
 }
 

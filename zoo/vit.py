@@ -117,6 +117,8 @@ class VisionTransformer(keras.Model):
             distillation token: 2) attend to and are attended by every token.
         attention_block_size: keys (or, with a window, queries) per block of the chunked
             attention (`zoo.layers.chunked_attention`); None for the fused dense path.
+        query_key_norm: LayerNorm on every head's queries and keys (ViT-22B), against the
+            attention collapse of a high learning rate (see `MultiHeadAttention`).
         **kwargs: base model arguments (`name`, `dtype`, e.g. `dtype="mixed_bfloat16"`).
 
     Call arguments:
@@ -165,6 +167,7 @@ class VisionTransformer(keras.Model):
         attention_window: int | None = None,
         global_tokens: int = 0,
         attention_block_size: int | None = None,
+        query_key_norm: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -257,11 +260,12 @@ class VisionTransformer(keras.Model):
                 activation="gelu", normalize_first=True,
                 layer_norm_epsilon=self.layer_norm_epsilon, attention_window=attention_window,
                 global_tokens=global_tokens, attention_block_size=attention_block_size,
-                dtype=policy, name=f"encoder_block_{i}"))
+                query_key_norm=query_key_norm, dtype=policy, name=f"encoder_block_{i}"))
         # As the blocks checked and stored them.
         self.attention_window = self.encoder_blocks[0].attention_window
         self.global_tokens = self.encoder_blocks[0].global_tokens
         self.attention_block_size = self.encoder_blocks[0].attention_block_size
+        self.query_key_norm = self.encoder_blocks[0].query_key_norm
         self.encoder_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
         self.representation = None
@@ -598,5 +602,6 @@ class VisionTransformer(keras.Model):
             "attention_window": self.attention_window,
             "global_tokens": self.global_tokens,
             "attention_block_size": self.attention_block_size,
+            "query_key_norm": self.query_key_norm,
         })
         return config

@@ -97,6 +97,7 @@ class ViTRecipe:
     rand_augment_magnitude: float = 0.9
     rand_augment_ops: int = 2
     mix: str = "none"
+    query_key_norm: bool = False
     seed: int = 0
     force: bool = False
 
@@ -266,6 +267,8 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         overrides: dict[str, Any] = {"image_size": recipe.image_size}
         if recipe.dropout is not None:
             overrides["dropout"] = recipe.dropout
+        if recipe.query_key_norm:
+            overrides["query_key_norm"] = True
         model = VisionTransformer.from_architecture(
             recipe.architecture, num_classes=len(class_names), class_names=class_names,
             **overrides)

@@ -315,3 +315,70 @@ def test_int8_quantized_projections_follow_keras():
     assert ours.query_dense.kernel.dtype == "int8"
     np.testing.assert_allclose(np.array(ours(QUERY, VALUE)), np.array(ref(QUERY, VALUE)),
                                atol=1e-5)
+
+
+# ---------------------------------------------------------------------- query/key norm
+def _numpy_attention_with_query_key_norm(layer, query, value, epsilon=1e-6):
+    """Eq. (1) with LayerNorm on each head's queries and keys (ViT-22B), in float64 NumPy
+    from the layer's weights."""
+    w = {v.path.split("/", 1)[1]: np.asarray(v, "float64") for v in layer.weights}
+
+    def project(x, name):
+        return np.einsum("btd,dhk->bthk", x, w[f"{name}/kernel"]) + w[f"{name}/bias"]
+
+    def norm(x, name):
+        mean = x.mean(-1, keepdims=True)
+        variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(variance + epsilon) * w[f"{name}/gamma"] + w[f"{name}/beta"]
+
+    q = norm(project(query, "query"), "query_norm")
+    k = norm(project(value, "key"), "key_norm")
+    v = project(value, "value")
+    logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(q.shape[-1])
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    context = np.einsum("bhts,bshk->bthk", weights, v)
+    return (np.einsum("bthk,hkd->btd", context, w["attention_output/kernel"])
+            + w["attention_output/bias"])
+
+
+def test_query_key_norm_equals_layer_norm_of_queries_and_keys_in_numpy():
+    layer = MultiHeadAttention(num_heads=4, key_dim=8, query_key_norm=True)
+    layer(QUERY, VALUE)
+    rng = np.random.default_rng(3)
+    layer.set_weights([rng.normal(size=w.shape).astype("float32") * 0.3
+                       for w in layer.get_weights()])
+    assert len(layer.weights) == 12  # 4 projections x 2, and gamma, beta of both norms
+    np.testing.assert_allclose(
+        np.array(layer(QUERY, VALUE)),
+        _numpy_attention_with_query_key_norm(layer, QUERY.astype("float64"),
+                                             VALUE.astype("float64")), atol=1e-4)
+
+
+def test_query_key_norm_bounds_the_attention_logits():
+    """Whatever the scale of the projections, normalised queries and keys keep every logit
+    within sqrt(key_dim) * |gamma_q| * |gamma_k| of zero (Cauchy-Schwarz): no one-hot
+    softmax from growing kernels."""
+    layer = MultiHeadAttention(num_heads=2, key_dim=8, query_key_norm=True)
+    layer(QUERY)
+    layer.query_dense.kernel.assign(np.asarray(layer.query_dense.kernel) * 1000.0)
+    layer.key_dense.kernel.assign(np.asarray(layer.key_dense.kernel) * 1000.0)
+    _, scores = layer(QUERY, return_attention_scores=True)
+    assert float(np.array(scores).max()) < 0.9  # softmax over 5 keys stays spread
+
+
+def test_query_key_norm_harness_cache_and_pruning():
+    run_layer_test(MultiHeadAttention, {"num_heads": 2, "key_dim": 4, "query_key_norm": True},
+                   QUERY, expected_num_trainable_weights=12)
+    layer = MultiHeadAttention(num_heads=4, key_dim=4, query_key_norm=True)
+    full = np.array(layer(QUERY, use_causal_mask=True))
+    cache, steps = layer.empty_cache(2, 5), []
+    for i in range(5):
+        out, cache = layer(QUERY[:, i:i + 1], cache=cache, cache_update_index=i)
+        steps.append(np.array(out))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    direct = np.array(layer(QUERY, VALUE))
+    cached, _ = layer(QUERY, VALUE, cache=layer.compute_cache(VALUE))
+    np.testing.assert_allclose(np.array(cached), direct, atol=1e-5)
+    smaller = layer.pruned([0])
+    assert smaller.query_key_norm and len(smaller.weights) == 12
