@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# One command for one lent GPU (an H100 or H200 for 15 minutes in all, 10 minutes a command;
+# ../shared/gpu/README.md): the zoo against its peers on the chip, then both shipped models
+# trained side by side, and everything brought back under $OUT. At most 9 minutes.
+#
+#   1. `zoo bench` on the chip (at most 3 minutes): random weights and synthetic inputs on the
+#      device, bfloat16, the zoo on JAX against its peers -> $OUT/bench-gpu.json (written after
+#      every job, so a cut-short bench keeps what it measured). All of ../shared/ANCHORS.md's
+#      H100 works (`--work gpu`) are 17 worker processes, more than one loan holds beside the
+#      trainings, so BENCH_WORKS picks them: by default the two that the shipped models and
+#      the generation target need; the next loan takes others, e.g.
+#      BENCH_WORKS="vit-b16-train vit-b16-infer-512 mt-base-train".
+#   2. `zoo train vit` (vit-cifar10's recipe) and `zoo train translator` (Multi30k) at once on
+#      the one chip until the deadline; each checkpoints every epoch, so running this script
+#      again on the still-warm machine continues both runs where they stopped.
+#   3. The runs' logs, metrics and final models, as one archive cut into 15 MB parts
+#      ($OUT/runs.tgz.part-NN; `cat runs.tgz.part-* | tar xz` joins them), within the loan's
+#      limit of 8 files of 16 MiB. Export and the model cards are made on the CPU afterwards.
+#
+# Before the loan, in the checkout (both folders are git-ignored):
+#   bash ../shared/gpu/wheels.sh        # Keras, keras-hub and the rest the machine lacks
+#   mkdir -p carry && cp ../shared/data/cifar10/cifar10-train-jpg.tar.gz carry/ \
+#     && cp -r ../shared/data/multi30k carry/
+# On the loan (the device tool; carry [".whl", "carry"], timeout_s 570):
+#   bash benchmarks/gpu_slot.sh
+# A dry run of the same steps on a CPU, tiny sizes, about a minute (tests/test_gpu_slot.py):
+#   DRY_RUN=1 OUT=/tmp/slot DATA=../shared/data bash benchmarks/gpu_slot.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+OUT=${OUT:-${OUT_DIR:-/tmp/slot-out}}
+DRY_RUN=${DRY_RUN:-0}
+DATA=${DATA:-carry}                       # carry/ on the loan, ../shared/data elsewhere
+RUNS=${RUNS:-/tmp/slot-runs}              # kept on the machine between two calls
+DEADLINE=$((START + ${SLOT_SECONDS:-540}))  # the whole command, bench included
+mkdir -p "$OUT" "$RUNS"
+export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+say() { echo "[gpu_slot +$(( $(date +%s) - START ))s] $*"; }
+
+# The lent machine has JAX, PyTorch, timm and transformers, and no Keras: the wheels that
+# ../shared/gpu/wheels.sh put in .whl/ go to /tmp/site once.
+if ! python3 -c "import keras" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || { say "no Keras and no usable .whl/"; exit 2; }
+  export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
+ZOO="python3 -m zoo.cli"
+
+# 1. The bench.
+if [ "$DRY_RUN" = 1 ]; then
+  BENCH=(--dry-run --rounds 1 --seconds 0.5)
+  BENCH_WORKS=${BENCH_WORKS:-vit-cifar-small-train}
+else
+  BENCH=(--rounds 1 --seconds 3)
+  BENCH_WORKS=${BENCH_WORKS:-vit-cifar-small-train mt-base-greedy}
+fi
+for work in $BENCH_WORKS; do BENCH+=(--work "$work"); done
+if [ ! -f "$OUT/bench-gpu.json" ]; then
+  say "zoo bench ${BENCH[*]}"
+  timeout 180 $ZOO bench "${BENCH[@]}" --output "$OUT/bench-gpu.json" > "$RUNS/bench.log" 2>&1
+  say "bench exit $?"; tail -n 40 "$RUNS/bench.log"
+fi
+
+# 2. The two trainings, side by side. The recipes: docs/training-runs.md.
+if [ "$DRY_RUN" = 1 ]; then
+  VIT=(--architecture vit-cifar-tiny --limit-per-class 12 --validation-size 20 --epochs 1
+       --batch-size 16 --warmup-epochs 1)
+  TRANSLATOR=(--architecture transformer-tiny --limit 300 --validation-limit 16
+              --vocabulary-size 300 --epochs 1 --batch-size 32 --warmup-steps 10
+              --evaluate-every 1)
+  PRECISION=float32
+else
+  VIT=(--architecture vit-cifar-small --validation-size 5000 --epochs 150 --batch-size 128
+       --learning-rate 3e-4 --warmup-epochs 5 --rand-augment-magnitude 0.5)
+  TRANSLATOR=(--architecture transformer-multi30k --dropout 0.3 --vocabulary-size 8000
+              --epochs 60 --batch-size 128 --warmup-steps 1000 --learning-rate 1e-3
+              --evaluate-every 5 --validation-limit 1014 --average-last 10 --max-length 64)
+  PRECISION=mixed_bfloat16
+fi
+left=$((DEADLINE - $(date +%s) - 45))   # 45 s to pack what comes back
+if [ "$left" -gt 30 ]; then
+  say "training for at most ${left}s"
+  timeout --signal=INT "$left" $ZOO train vit --data "$DATA/cifar10/cifar10-train-jpg.tar.gz" \
+    --precision "$PRECISION" --output "$RUNS/vit" "${VIT[@]}" > "$RUNS/vit.log" 2>&1 &
+  vit=$!
+  timeout --signal=INT "$left" $ZOO train translator --multi30k "$DATA/multi30k" \
+    --precision "$PRECISION" --output "$RUNS/translator" "${TRANSLATOR[@]}" \
+    > "$RUNS/translator.log" 2>&1 &
+  translator=$!
+  wait "$vit"; say "vit exit $?"
+  wait "$translator"; say "translator exit $?"
+fi
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used \
+  --format=csv,noheader
+
+# 3. What comes back: logs, metrics and each finished run's model without its optimizer
+# state (vit-cifar-small is 25 MB so, 75 MB with it).
+python3 - "$RUNS" <<'PY'
+import json, pathlib, sys
+import zoo
+for run in sorted(pathlib.Path(sys.argv[1]).glob("*/metrics.json")):
+    metrics = json.loads(run.read_text())
+    print(run.parent.name, "validation:", metrics.get("validation"), flush=True)
+    if (run.parent / "model.keras").exists():
+        zoo.load(str(run.parent / "model.keras")).save(str(run.parent / "final.keras"))
+PY
+(cd "$RUNS" && tar czf "$RUNS/runs.tgz" ./*.log $(ls ./*/metrics.json ./*/final.keras \
+  2>/dev/null))
+rm -f "$OUT"/runs.tgz.part-*
+split -b 15M -d "$RUNS/runs.tgz" "$OUT/runs.tgz.part-"
+ls -l "$OUT"
+say "done"
