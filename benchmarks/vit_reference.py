@@ -347,6 +347,32 @@ def group_of(path: str) -> str | None:
     return None
 
 
+def zoo_optimizer(args, schedule, model):
+    """`--trainer zoo`: the recipe's own optimizer and schedule (`zoo train vit`'s AdamW with
+    no decay on norms, biases and embeddings; warm-up then cosine), in place of this
+    script's."""
+    from zoo.training.optimizers import adamw_no_decay_on_norms
+    from zoo.training.schedules import WarmupCosine
+
+    total = args.cosine_steps or args.steps
+    return adamw_no_decay_on_norms(
+        WarmupCosine(args.lr, total_steps=total, warmup_steps=args.warmup_steps),
+        weight_decay=args.weight_decay, clipnorm=args.clipnorm)
+
+
+def zoo_crop_flip(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`--trainer zoo`: the recipe's compiled crop and flip (no RandAugment)."""
+    from zoo.training.augmentation import cifar_augmentation, compiled_augmentation
+
+    if "augment" not in _ZOO_AUGMENTATION:
+        _ZOO_AUGMENTATION["augment"] = compiled_augmentation(
+            cifar_augmentation(32, rand_augment=False, seed=0))
+    return np.asarray(_ZOO_AUGMENTATION["augment"](images)).astype("uint8")
+
+
+_ZOO_AUGMENTATION: dict = {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -376,6 +402,9 @@ def main() -> None:
                         help="position table and class token alone: N(0, 0.02) and zeros (the "
                              "zoo), N(0, 1) (the published model); auto: as --init")
     parser.add_argument("--attention-scale", choices=["head", "width"], default="head")
+    parser.add_argument("--trainer", choices=["script", "zoo"], default="script",
+                        help="zoo: the zoo recipe's optimizer, schedule and crop-and-flip "
+                             "(AdamW on kernels only, global clip) instead of this script's")
     parser.add_argument("--query-key-norm", action="store_true",
                         help="--model zoo: LayerNorm on queries and keys (ViT-22B)")
     parser.add_argument("--mlp-final-gelu", action="store_true",
@@ -418,7 +447,8 @@ def main() -> None:
         lambda m, x: m.attention_logits(x))
     total = args.cosine_steps or args.steps
     schedule = make_schedule(args.lr, args.warmup_steps, total, args.final_lr)
-    optimizer = make_optimizer(args, schedule, model)
+    optimizer = (zoo_optimizer if args.trainer == "zoo" else make_optimizer)(
+        args, schedule, model)
     loss = keras.losses.CategoricalCrossentropy(from_logits=True,
                                                 label_smoothing=args.label_smoothing)
     model.compile(optimizer=optimizer, loss=loss, metrics=["accuracy"])
@@ -444,7 +474,8 @@ def main() -> None:
                 self.order, self.position = rng.permutation(train_rows), 0
             rows = self.order[self.position:self.position + args.batch_size]
             self.position += args.batch_size
-            x = images[rows] if args.no_augment else crop_flip(images[rows], rng)
+            augment = zoo_crop_flip if args.trainer == "zoo" else crop_flip
+            x = images[rows] if args.no_augment else augment(images[rows], rng)
             return x.astype("float32"), np.eye(num_classes, dtype="float32")[labels[rows]]
 
     tracked = [v for v in model.trainable_variables if group_of(v.path)]

@@ -44,16 +44,24 @@ def test_the_dry_run_brings_back_bench_logs_metrics_and_both_models(
     joined = io.BytesIO(b"".join(p.read_bytes() for p in parts))
     with tarfile.open(fileobj=joined, mode="r:gz") as archive:
         names = set(archive.getnames())
-        for run in ("vit", "translator"):
-            assert {f"./{run}.log", f"./{run}/metrics.json", f"./{run}/final.keras"} <= names
-        archive.extractall(tmp_path / "back", filter="data")
+        for run in ("vit-qk", "vit-3e-4", "translator"):
+            assert {f"./{run}.log", f"./{run}/metrics.json"} <= names
+        # The better ViT by validation top-1 comes back, and the translator.
+        back = tmp_path / "back"
+        archive.extractall(back, filter="data")
+    top1 = {run: json.loads((back / run / "metrics.json").read_text())["validation"]["top1"]
+            for run in ("vit-qk", "vit-3e-4")}
+    brought = {p.parent.name for p in back.glob("*/final.keras")}
+    assert "translator" in brought and len(brought) == 2
+    (best,) = brought - {"translator"}
+    assert top1[best] == max(top1.values())
 
     import zoo
 
-    vit = zoo.load(str(tmp_path / "back" / "vit" / "final.keras"))
+    vit = zoo.load(str(back / best / "final.keras"))
     assert vit.num_classes == 10
-    translator = zoo.load(str(tmp_path / "back" / "translator" / "final.keras"))
+    translator = zoo.load(str(back / "translator" / "final.keras"))
     assert isinstance(translator.translate(["A dog runs."], beam_size=1)[0], str)
     # Without optimizer state: the weights alone.
     weights = sum(w.numpy().nbytes for w in vit.weights)
-    assert (tmp_path / "back" / "vit" / "final.keras").stat().st_size < 1.5 * weights
+    assert (back / best / "final.keras").stat().st_size < 1.5 * weights
