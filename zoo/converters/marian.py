@@ -21,8 +21,8 @@ Tokens: without a tokenizer the converted model works on token ids (`Translator.
 `generate`; sources end with the eos id 0 and are padded with `pad_id`). Pass
 `tokenizer=zoo.marian_tokenizer.MarianTokenizer.from_folder(folder)` (OPUS-MT's
 `source.spm`, `target.spm` and `vocab.json`) to make it translate text; a checkpoint folder
-holding those files gets it by itself, and `zoo.hub` handles
-(`zoo.hub.load("hf://Helsinki-NLP/...")`) too.
+holding those files gets it by itself, and so do hub handles
+(`zoo.load("hf://Helsinki-NLP/...")`).
 
 Example (files downloaded beforehand):
 
