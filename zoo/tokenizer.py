@@ -225,9 +225,12 @@ class SubwordTokenizer(Tokenizer):
         proto: the serialized SentencePiece model (`ModelProto` bytes), as returned by
             `SubwordTokenizer.train(...).proto` or read from a `.model` file.
 
-    Example:
-    >>> tokenizer = SubwordTokenizer.train(sentences, vocabulary_size=2000)
-    >>> ids = tokenizer.encode(["A dog runs."])        # [[..., tokenizer.end_id]]
+    Example (a real vocabulary has thousands of pieces, trained on a corpus):
+    >>> sentences = ["A dog runs.", "A cat sleeps.", "Two dogs run in the snow.", "The cat runs."]
+    >>> tokenizer = SubwordTokenizer.train(sentences, vocabulary_size=32)
+    >>> ids = tokenizer.encode(["A dog runs."])
+    >>> ids[0][-1] == tokenizer.end_id
+    True
     >>> tokenizer.decode(ids)
     ['A dog runs.']
     """

@@ -17,10 +17,11 @@ normalises with mean = std = 0.5 (the original Google ViTs, timm's augreg ViTs) 
 built with `include_rescaling=True` and fed 0..255 images, which our model maps to [-1, 1]
 exactly as such a processor does.
 
-Example (the file is downloaded beforehand, e.g. with `huggingface-cli download`):
+Example (a folder with `model.safetensors` and `config.json`, downloaded beforehand, e.g.
+with `huggingface-cli download`):
 
     >>> from zoo.converters.hf_vit import vit_from_hf
-    >>> model = vit_from_hf("vit-base-patch16-224/")         # model.safetensors + config.json
+    >>> model = vit_from_hf("vit-base-patch16-224/")         # doctest: +SKIP
     >>> model.classify(image_uint8)                          # doctest: +SKIP
 """
 
