@@ -29,12 +29,7 @@ import numpy as np
 from keras import ops
 
 from zoo.layers.attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
-
-
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
-    return value
+from zoo.layers.validation import positive_int
 
 
 def _static_length(name: str, tensor: Any) -> int:
@@ -137,7 +132,7 @@ def chunked_attention(
     >>> bool(np.allclose(blocked, dense, atol=1e-5))
     True
     """
-    block_size = _positive_int("block_size", block_size)
+    block_size = positive_int(block_size, "block_size")
     query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
     query_length = query.shape[-2]
     key_length = _static_length("key", key)
@@ -275,11 +270,11 @@ def sliding_window_attention(
     >>> tuple(local.shape)   # query 5 saw keys 0 and 3..7
     (2, 10, 4)
     """
-    window = _positive_int("window", window, minimum=0)
-    global_tokens = _positive_int("global_tokens", global_tokens, minimum=0)
+    window = positive_int(window, "window", minimum=0)
+    global_tokens = positive_int(global_tokens, "global_tokens", minimum=0)
     if block_size is None:
         block_size = min(max(window, 64), 256)
-    block_size = _positive_int("block_size", block_size)
+    block_size = positive_int(block_size, "block_size")
     query, key, value, mask, scale = _prepare(query, key, value, mask, scale)
     length = _static_length("query", query)
     if _static_length("key", key) != length:

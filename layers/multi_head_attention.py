@@ -32,6 +32,7 @@ from zoo.layers.initializers import clone_initializer
 from zoo.layers.keras_internals import keras_mask
 from zoo.layers.layer_normalization import LayerNormalization
 from zoo.layers.slice_update import update_slice
+from zoo.layers.validation import positive_int
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -564,23 +565,14 @@ def check_long_sequence_options(attention_window: Any, global_tokens: Any,
     Raises:
         ValueError: naming the bad value.
     """
-    window = _optional_int("attention_window", attention_window, 0)
-    global_tokens = _optional_int("global_tokens", global_tokens, 0) or 0
-    block_size = _optional_int("attention_block_size", attention_block_size, 1)
+    window = positive_int(attention_window, "attention_window", minimum=0, optional=True)
+    global_tokens = positive_int(global_tokens, "global_tokens", minimum=0, optional=True) or 0
+    block_size = positive_int(attention_block_size, "attention_block_size", optional=True)
     if global_tokens and window is None:
         raise ValueError(
             f"global_tokens needs attention_window; got global_tokens={global_tokens} with "
             "attention_window=None")
     return window, global_tokens, block_size
-
-
-def _optional_int(name: str, value: Any, minimum: int) -> int | None:
-    """`value` as an int >= minimum (None stays None), or a ValueError naming it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be None or an int >= {minimum}; got {value!r}")
-    return int(value)
 
 
 def _check_cache_pair(cache: Any) -> None:

@@ -115,10 +115,7 @@ def interpolate_position_embedding_2d(
     """
     old_rows, old_cols = _check_grid(old_grid, "old_grid")
     new_rows, new_cols = _check_grid(new_grid, "new_grid")
-    if isinstance(num_prefix_tokens, bool) or not isinstance(num_prefix_tokens, int) or (
-        num_prefix_tokens < 0
-    ):
-        raise ValueError(f"num_prefix_tokens must be an int >= 0; got {num_prefix_tokens!r}")
+    num_prefix_tokens = positive_int(num_prefix_tokens, "num_prefix_tokens", minimum=0)
     if method not in _RESIZE_METHODS:
         raise ValueError(f"method must be one of {_RESIZE_METHODS}; got {method!r}")
     table, batched = _as_table(table)

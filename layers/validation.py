@@ -5,7 +5,7 @@ One wording everywhere: "<what> must be <expected>; got <value>".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 
 def is_int(value: Any) -> bool:
@@ -15,20 +15,52 @@ def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def positive_int(value: Any, what: str, error: type[ValueError] = ValueError) -> int:
-    """`value` as an int if it is a positive int (not a bool).
+@overload
+def positive_int(value: Any, what: str, error: type[ValueError] = ..., *, minimum: int = ...,
+                 optional: Literal[False] = ...) -> int: ...
+
+
+@overload
+def positive_int(value: Any, what: str, error: type[ValueError] = ..., *, minimum: int = ...,
+                 optional: bool) -> int | None: ...
+
+
+def positive_int(value: Any, what: str, error: type[ValueError] = ValueError, *,
+                 minimum: int = 1, optional: bool = False) -> int | None:
+    """`value` as an int if it is an int (not a bool) of at least `minimum`.
 
     Args:
         value: the argument to check.
         what: its name, for the message.
         error: the ValueError subclass to raise (the zoo passes its `UserError` for values
             a user gave).
+        minimum: the smallest value accepted (0 for a count that may be empty).
+        optional: accept None too (and return it): an argument whose None means "unset".
+
+    Returns:
+        `int(value)` (a NumPy int becomes a Python int, which configs serialize), or None
+        for None when `optional`.
 
     Raises:
-        ValueError: (or `error`) naming `what` and the value.
+        ValueError: (or `error`) naming `what` and the value: "must be a positive int" when
+            `minimum` is 1, else "must be an int >= minimum", with "or None" when `optional`.
+
+    Example:
+    >>> positive_int(3, "heads")
+    3
+    >>> positive_int(0, "window", minimum=0), positive_int(None, "limit", optional=True)
+    (0, None)
+    >>> positive_int(-1, "window", minimum=0, optional=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: window must be an int >= 0 or None; got -1
     """
-    if not is_int(value) or value <= 0:
-        raise error(f"{what} must be a positive int; got {value!r}")
+    if value is None and optional:
+        return None
+    if not is_int(value) or value < minimum:
+        expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise error(f"{what} must be {expected}{' or None' if optional else ''}; got "
+                    f"{value!r}")
     return int(value)
 
 

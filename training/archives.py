@@ -86,16 +86,11 @@ def extract_archive(
         ValueError: the archive is not a readable tar file, or a member is an absolute path,
             climbs out with `..`, or is a link or device file.
     """
+    from zoo.layers.validation import positive_int  # here: zoo.layers' package loads Keras
+
     archive_path = Path(archive_path)
-    if limit_per_class is not None:
-        if (
-            not isinstance(limit_per_class, int)
-            or isinstance(limit_per_class, bool)
-            or limit_per_class < 1
-        ):
-            raise UserError(
-                f"limit_per_class must be a positive integer or None; got {limit_per_class!r}"
-            )
+    limit_per_class = positive_int(limit_per_class, "limit_per_class", error=UserError,
+                                   optional=True)
     digest = archive_sha256(archive_path)
     in_cache = destination is None
     if destination is None:

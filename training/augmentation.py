@@ -29,6 +29,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
+from zoo.layers.validation import positive_int
 from zoo.training.compilation import compile_for_backend
 from zoo.training.errors import UserError
 from zoo.training.rand_augment import RandAugmentPolicy
@@ -65,8 +66,7 @@ class RandomCropWithPadding(keras.layers.Layer):
         self, padding: int = 4, fill_mode: str = "reflect", seed: int | None = None, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(padding, int) or isinstance(padding, bool) or padding < 0:
-            raise ValueError(f"padding must be a non-negative integer; got {padding!r}")
+        padding = positive_int(padding, "padding", minimum=0)
         if fill_mode not in ("reflect", "constant"):
             raise ValueError(f"fill_mode must be 'reflect' or 'constant'; got {fill_mode!r}")
         self.padding = padding
@@ -152,8 +152,7 @@ def cifar_augmentation(
     >>> tuple(augment(batch).shape)
     (8, 32, 32, 3)
     """
-    if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 8:
-        raise UserError(f"image_size must be an integer of at least 8; got {image_size!r}")
+    image_size = positive_int(image_size, "image_size", error=UserError, minimum=8)
 
     def derived(offset: int) -> int | None:
         return None if seed is None else seed + offset

@@ -31,9 +31,18 @@ def average_checkpoints(model: keras.Model, weight_files: list[str | os.PathLike
     Raises:
         ValueError: If `weight_files` is empty or a file does not exist.
 
-    Example:
-        >>> average_checkpoints(model, sorted(Path("run/checkpoints").glob(
-        ...     "epoch-*/model.weights.h5"))[-5:])
+    Example (the last checkpoints of a run: `sorted(Path("run/checkpoints").glob(
+    "epoch-*/model.weights.h5"))[-5:]`; here two files of a one-weight model):
+        >>> import tempfile
+        >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+        >>> run = tempfile.TemporaryDirectory()  # deleted with the object
+        >>> folder = Path(run.name)
+        >>> for i, value in enumerate([1.0, 3.0]):
+        ...     model.set_weights([np.full((1, 1), value)])
+        ...     model.save_weights(folder / f"{i}.weights.h5")
+        >>> average_checkpoints(model, sorted(folder.glob("*.weights.h5")))
+        >>> model.get_weights()[0].tolist()
+        [[2.0]]
     """
     paths = [Path(path) for path in weight_files]
     if not paths:

@@ -125,10 +125,19 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         directory: The folder of the checkpoints; created if missing.
         keep: How many of the newest checkpoints to keep (older ones are deleted).
 
-    Example:
-        >>> callback = ResumableCheckpoint("runs/vit/checkpoints", keep=2)
-        >>> model.fit(x, y, epochs=10, initial_epoch=restore_latest(model, callback.directory),
-        ...           callbacks=[callback])
+    Example (a run folder such as "runs/vit/checkpoints"; here a temporary one):
+        >>> import tempfile
+        >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> model.compile(optimizer="adam", loss="mse")
+        >>> x, y = np.zeros((4, 2)), np.zeros((4, 1))
+        >>> run = tempfile.TemporaryDirectory()  # deleted with the object
+        >>> callback = ResumableCheckpoint(run.name, keep=2)
+        >>> _ = model.fit(x, y, epochs=3, initial_epoch=restore_latest(model, callback.directory),
+        ...               callbacks=[callback], verbose=0)
+        >>> sorted(path.name for path in callback.directory.iterdir())  # the newest two
+        ['epoch-0002', 'epoch-0003']
+        >>> restore_latest(model, callback.directory)  # a rerun would start at epoch 3
+        3
     """
 
     def __init__(self, directory: str | os.PathLike, keep: int = 2) -> None:

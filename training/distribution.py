@@ -107,11 +107,14 @@ def data_parallel_scope(devices: Sequence[str] | None = None) -> Iterator[Any]:
         The `keras.distribution.DataParallel` (JAX), the `MirroredStrategy` (TensorFlow), or
         None on other backends.
 
-    Example:
+    Example (on every device this machine has; one CPU is a "distribution" of one):
+        >>> import numpy as np
         >>> with data_parallel_scope() as strategy:
-        ...     model = build_model()
+        ...     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         ...     model.compile(optimizer="adam", loss="mse")
-        ...     model.fit(x, y, batch_size=64)
+        ...     history = model.fit(np.zeros((8, 2)), np.zeros((8, 1)), batch_size=4, verbose=0)
+        >>> len(history.history["loss"])
+        1
     """
     backend = keras.backend.backend()
     if backend == "jax":

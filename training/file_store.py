@@ -21,8 +21,9 @@ def cache_dir(*parts: str) -> Path:
     """The zoo's cache folder, or a folder inside it: `$ZOO_CACHE_DIR`, else
     `$XDG_CACHE_HOME/attention-zoo`, else `~/.cache/attention-zoo` (not created here).
 
-    Example:
-        >>> cache_dir("hub")          # PosixPath('/home/me/.cache/attention-zoo/hub')
+    Example (`~/.cache/attention-zoo/hub` where no variable is set):
+        >>> cache_dir("hub") == cache_dir() / "hub"
+        True
     """
     if os.environ.get(CACHE_ENV):
         root = Path(os.environ[CACHE_ENV]).expanduser()
@@ -53,9 +54,13 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> P
     Returns:
         `path`, as a `Path`.
 
-    Example:
-        >>> write_atomically("run/model.keras", model.save)
-        >>> write_atomically("run/metrics.json", lambda p: p.write_text(text))
+    Example (a model file: `write_atomically("run/model.keras", model.save)`):
+        >>> import tempfile
+        >>> folder = tempfile.TemporaryDirectory()  # deleted with the object
+        >>> path = write_atomically(Path(folder.name) / "run" / "metrics.json",
+        ...                         lambda p: p.write_text('{"bleu": 27.3}'))
+        >>> path.read_text(), [p.name for p in path.parent.iterdir()]
+        ('{"bleu": 27.3}', ['metrics.json'])
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -64,8 +64,7 @@ def load_image_folder_numpy(
         `None` and image sizes differ.
     """
     size = None if image_size is None else image_size_pair(image_size)
-    if limit_per_class is not None:
-        limit_per_class = positive_int(limit_per_class, "limit_per_class")
+    limit_per_class = positive_int(limit_per_class, "limit_per_class", optional=True)
     paths, labels, class_names = scan_image_folder(directory)
     if limit_per_class is not None:
         keep = rows_per_class(labels, len(class_names), limit_per_class, seed)

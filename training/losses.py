@@ -66,9 +66,15 @@ class MaskedSparseCrossEntropy(keras.losses.Loss):
             mean over non-pad tokens; None or "none" returns per-token losses (0 at padding).
         name: The loss name shown in training logs.
 
-    Example:
-        >>> loss = MaskedSparseCrossEntropy(label_smoothing=0.1, pad_id=0)
-        >>> model.compile(optimizer="adam", loss=loss, metrics=[masked_accuracy])
+    Example (in training: `model.compile(optimizer="adam", loss=loss,
+    metrics=[masked_accuracy])`):
+        >>> import numpy as np
+        >>> loss = MaskedSparseCrossEntropy(label_smoothing=0.0, pad_id=0)
+        >>> labels = np.array([[2, 1, 0]])       # the last position is padding
+        >>> logits = np.zeros((1, 3, 4), "float32")  # uniform: -log(1/4) = 1.3863 a token
+        >>> logits[0, 2, 0] = 10.0               # would lower the mean if padding counted
+        >>> round(float(loss(labels, logits)), 4)  # the mean over the 2 real tokens
+        1.3863
     """
 
     def __init__(

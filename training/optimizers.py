@@ -194,8 +194,11 @@ def adamw_no_decay_on_norms(
         A `keras.optimizers.AdamW` (a `SelectiveDecayAdamW`).
 
     Example:
+        >>> from zoo.training.schedules import WarmupCosine
         >>> schedule = WarmupCosine(1e-3, total_steps=10_000, warmup_steps=500)
         >>> optimizer = adamw_no_decay_on_norms(schedule, weight_decay=0.05, clipnorm=1.0)
+        >>> optimizer.weight_decay, optimizer.global_clipnorm
+        (0.05, 1.0)
     """
     if float(weight_decay) < 0:
         raise ValueError(f"weight_decay must be >= 0; got {weight_decay!r}")

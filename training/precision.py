@@ -52,7 +52,12 @@ def set_precision(name: str) -> keras.DTypePolicy:
 
     Example:
         >>> set_precision("mixed_bfloat16")
-        >>> model = build_model()  # layers compute in bfloat16, variables stay float32
+        <DTypePolicy "mixed_bfloat16">
+        >>> layer = keras.layers.Dense(4)  # computes in bfloat16, its variables stay float32
+        >>> layer.compute_dtype, layer.variable_dtype
+        ('bfloat16', 'float32')
+        >>> set_precision("float32")       # back to the default, for what is built next
+        <DTypePolicy "float32">
     """
     if name not in PRECISIONS:
         raise UserError(f"unknown precision {name!r}; expected one of {', '.join(PRECISIONS)}")

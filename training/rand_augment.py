@@ -32,6 +32,8 @@ from typing import Any, Sequence
 import keras
 from keras import ops
 
+from zoo.layers.validation import positive_int
+
 OPERATIONS = (
     "identity", "auto_contrast", "equalize", "rotate", "solarize", "color", "posterize",
     "contrast", "brightness", "sharpness", "shear_x", "shear_y", "translate_x", "translate_y",
@@ -77,8 +79,7 @@ class RandAugmentPolicy(keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(num_ops, int) or isinstance(num_ops, bool) or num_ops < 0:
-            raise ValueError(f"num_ops must be a non-negative integer; got {num_ops!r}")
+        num_ops = positive_int(num_ops, "num_ops", minimum=0)
         if not isinstance(magnitude, (int, float)) or not 0.0 <= float(magnitude) <= 1.0:
             raise ValueError(
                 f"magnitude must be a number in [0, 1] (the paper's M / 10); got "

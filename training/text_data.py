@@ -107,10 +107,15 @@ def read_tsv_pairs(
     Returns:
         (source, target) pairs in file order.
 
-    Example:
-    >>> pairs = read_tsv_pairs("spa-eng.zip", member="spa-eng/spa.txt")
-    >>> pairs[0]
-    ('Go.', 'Ve.')
+    Example (an Anki export: `read_tsv_pairs("spa-eng.zip", member="spa-eng/spa.txt")`;
+    here a file of two of its lines, with their attribution column):
+    >>> import tempfile
+    >>> folder = tempfile.TemporaryDirectory()  # deleted with the object
+    >>> path = Path(folder.name) / "spa.txt"
+    >>> _ = path.write_text("Go.\\tVe.\\tCC-BY 2.0 (France)\\n\\n"
+    ...                     "Hi.\\tHola.\\tCC-BY 2.0 (France)\\n", encoding="utf-8")
+    >>> read_tsv_pairs(path)
+    [('Go.', 'Ve.'), ('Hi.', 'Hola.')]
 
     Raises:
         FileNotFoundError: `path` does not exist, or `member` is not in the archive.

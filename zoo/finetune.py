@@ -22,6 +22,7 @@ from keras import ops
 
 from zoo.training.optimizers import relative_variable_path
 from zoo.errors import UserError
+from zoo.layers.validation import positive_int
 from zoo.vit import VisionTransformer
 
 
@@ -52,8 +53,7 @@ def replace_head(model: VisionTransformer, num_classes: int,
             `num_classes`.
     """
     model = _require_vit(model)
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise UserError(f"num_classes must be a positive int; got {num_classes!r}")
+    num_classes = positive_int(num_classes, "num_classes", error=UserError)
     if class_names is not None and len(class_names) != num_classes:
         raise UserError(f"{len(class_names)} class names for num_classes={num_classes}")
     config = {**model.get_config(), "num_classes": num_classes,

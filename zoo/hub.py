@@ -36,9 +36,10 @@ image processor normalisation (`preprocessor_config.json`, or timm's `mean`/`std
 are resized straight to the model's size (no resize-then-center-crop as DeiT's processor
 does), so such images can score slightly differently from the reference pipeline.
 
-Example:
-    >>> from zoo.hub import load
-    >>> model = load("hf://Helsinki-NLP/opus-mt-en-de")         # doctest: +SKIP
+Example (a handle loads through `zoo.load`, the one door; `zoo.registry.resolve` sends it
+here):
+    >>> import zoo
+    >>> model = zoo.load("hf://Helsinki-NLP/opus-mt-en-de")     # doctest: +SKIP
     >>> model.translate(["A dog runs through the snow."])        # doctest: +SKIP
 """
 
@@ -196,17 +197,6 @@ def resolve_handle(handle: str, refresh: bool = False) -> Path:
     if revision != commit:
         write_atomically(_ref_file(repo, revision), lambda path: path.write_bytes(commit.encode()))
     return target
-
-
-def load(handle: str, compile: bool = False) -> keras.Model:
-    """`zoo.load` for a hub handle or hub-layout folder: the converted, kept model.
-
-    Raises:
-        ValueError, FileNotFoundError: as `resolve_handle`.
-    """
-    from zoo.registry import load as load_model
-
-    return load_model(str(resolve_handle(handle)), compile=compile)
 
 
 def _read_ref(repo: str, revision: str) -> str | None:

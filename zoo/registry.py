@@ -214,7 +214,9 @@ def load(name_or_path: str, compile: bool = False,
 
     Args:
         name_or_path: a shipped name (`zoo.list_models()`), a `.keras` file or a folder
-            holding `model.keras`, or an `https://...#sha256=...` URL.
+            holding `model.keras`, an `https://...#sha256=...` URL, or a hub handle
+            (`hf://ORG/NAME[@REVISION]`, or a folder laid out as the hub has it; see
+            `zoo.hub`).
         compile: restore the training configuration too (for further `fit` calls you may
             also `compile` yourself).
         expect: the model class the caller needs (e.g. `VisionTransformer`); another class
@@ -230,6 +232,8 @@ def load(name_or_path: str, compile: bool = False,
             its weights do not fit the model its config describes (the message names the
             first mismatched weight and both shapes).
         DownloadError: see `download`.
+        FileNotFoundError: a path that does not exist, or a hub handle neither cached nor
+            reachable (see `zoo.hub.resolve_handle`).
     """
     import keras
 

@@ -28,6 +28,7 @@ import sentencepiece
 
 from zoo.training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
 from zoo.errors import UserError
+from zoo.layers.validation import positive_int
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 # A `MarianTokenizer.save` file is a zip archive; a SentencePiece model is a protobuf.
@@ -224,9 +225,12 @@ class SubwordTokenizer(Tokenizer):
         proto: the serialized SentencePiece model (`ModelProto` bytes), as returned by
             `SubwordTokenizer.train(...).proto` or read from a `.model` file.
 
-    Example:
-    >>> tokenizer = SubwordTokenizer.train(sentences, vocabulary_size=2000)
-    >>> ids = tokenizer.encode(["A dog runs."])        # [[..., tokenizer.end_id]]
+    Example (a real vocabulary has thousands of pieces, trained on a corpus):
+    >>> sentences = ["A dog runs.", "A cat sleeps.", "Two dogs run in the snow.", "The cat runs."]
+    >>> tokenizer = SubwordTokenizer.train(sentences, vocabulary_size=32)
+    >>> ids = tokenizer.encode(["A dog runs."])
+    >>> ids[0][-1] == tokenizer.end_id
+    True
     >>> tokenizer.decode(ids)
     ['A dog runs.']
     """
@@ -294,8 +298,8 @@ class SubwordTokenizer(Tokenizer):
             TypeError: `texts` is a single string instead of an iterable of them.
             FileExistsError: `output_path` already exists.
         """
-        if not isinstance(vocabulary_size, int) or vocabulary_size < 5:
-            raise UserError(f"vocabulary_size must be an int >= 5, got {vocabulary_size!r}")
+        vocabulary_size = positive_int(vocabulary_size, "vocabulary_size", error=UserError,
+                                       minimum=5)
         if output_path is not None and os.path.exists(output_path):
             raise FileExistsError(
                 f"output_path {os.fspath(output_path)!r} already exists; remove it or save "

@@ -84,9 +84,14 @@ class Translator(keras.Model):
     Returns:
         `(batch, T, vocabulary_size)` float32 logits for the next target token.
 
-    Example:
+    Example (untrained, so the translation is any text; `zoo train translator` trains one):
+    >>> from zoo.tokenizer import SubwordTokenizer
+    >>> tokenizer = SubwordTokenizer.train(["A dog runs.", "Ein Hund rennt."],
+    ...                                    vocabulary_size=24)
     >>> model = Translator.from_architecture("transformer-tiny", tokenizer=tokenizer)
-    >>> model.translate(["A dog runs."], beam_size=4)
+    >>> [translation] = model.translate(["A dog runs."], beam_size=4, max_length=8)
+    >>> type(translation)
+    <class 'str'>
     """
 
     def __init__(

@@ -114,8 +114,7 @@ def check_recipe(recipe: TranslatorRecipe) -> None:
                  "evaluate_every", "average_last"):
         positive_int(getattr(recipe, name), name, error=UserError)
     for name in ("limit", "validation_limit"):
-        if getattr(recipe, name) is not None:
-            positive_int(getattr(recipe, name), name, error=UserError)
+        positive_int(getattr(recipe, name), name, error=UserError, optional=True)
     if not is_int(recipe.max_length) or not 2 <= recipe.max_length <= 4096:
         raise UserError(f"max_length must be an integer from 2 to 4096; got "
                         f"{recipe.max_length!r}")

@@ -125,12 +125,9 @@ def check_recipe(recipe: ViTRecipe) -> None:
     """
     for name in ("epochs", "batch_size", "image_size", "validation_size", "rand_augment_ops"):
         positive_int(getattr(recipe, name), name, error=UserError)
-    if recipe.limit_per_class is not None:
-        positive_int(recipe.limit_per_class, "limit_per_class", error=UserError)
+    positive_int(recipe.limit_per_class, "limit_per_class", error=UserError, optional=True)
     for name in ("freeze_blocks", "warmup_epochs"):
-        value = getattr(recipe, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise UserError(f"{name} must be an integer of at least 0; got {value!r}")
+        positive_int(getattr(recipe, name), name, error=UserError, minimum=0)
     if not recipe.learning_rate > 0:
         raise UserError(f"learning_rate must be positive; got {recipe.learning_rate!r}")
     if not recipe.weight_decay >= 0:

@@ -17,10 +17,11 @@ normalises with mean = std = 0.5 (the original Google ViTs, timm's augreg ViTs) 
 built with `include_rescaling=True` and fed 0..255 images, which our model maps to [-1, 1]
 exactly as such a processor does.
 
-Example (the file is downloaded beforehand, e.g. with `huggingface-cli download`):
+Example (a folder with `model.safetensors` and `config.json`, downloaded beforehand, e.g.
+with `huggingface-cli download`):
 
     >>> from zoo.converters.hf_vit import vit_from_hf
-    >>> model = vit_from_hf("vit-base-patch16-224/")         # model.safetensors + config.json
+    >>> model = vit_from_hf("vit-base-patch16-224/")         # doctest: +SKIP
     >>> model.classify(image_uint8)                          # doctest: +SKIP
 """
 
@@ -108,6 +109,82 @@ def _load_head(model: VisionTransformer, ckpt: Checkpoint, norm: str, head: str,
     ckpt.check_all_used()
 
 
+def _hf_encoder(state_dict_or_path: Any, config: Any, prefix: str, *, head: str,
+                classifier: str, include_rescaling: bool, overrides: Mapping[str, Any],
+                distillation_head: bool | None = None,
+                ) -> tuple[VisionTransformer, Checkpoint, int, int]:
+    """What a Hugging Face ViT and DeiT checkpoint share: the configuration read, the model
+    built, and its patch projection, class token, position table and encoder blocks written
+    from the tensors under `{prefix}.` (the embeddings under `{prefix}.embeddings.`, the
+    blocks under `{prefix}.layers.N.` or `{prefix}.encoder.layer.N.`).
+
+    Args:
+        prefix: "vit" or "deit", the checkpoint's name for its encoder.
+        head: the classifier whose rows count the classes (`{head}.weight`).
+        classifier: the checkpoint classes that have that head, for the message when the
+            checkpoint has none.
+        include_rescaling, overrides: as for `vit_from_hf`.
+        distillation_head: None for a ViT; for a DeiT (a distillation token too, so the
+            position table has one row more), whether that token has its own head.
+
+    Returns:
+        `(model, checkpoint, hidden, num_classes)`: the final LayerNorm, the head(s) and
+        the check that every tensor was used are the caller's.
+    """
+    family = "ViT" if prefix == "vit" else "DeiT"
+    ckpt = Checkpoint(load_tensors(state_dict_or_path), f"Hugging Face {family}")
+    distilled = distillation_head is not None
+    hidden = int(config_value(config, "hidden_size"))
+    layers = int(config_value(config, "num_hidden_layers"))
+    heads = int(config_value(config, "num_attention_heads"))
+    intermediate = int(config_value(config, "intermediate_size"))
+    channels = int(config_value(config, "num_channels", 3))
+    patch = int(config_value(config, "patch_size"))
+    height, width = _pair(config_value(config, "image_size"))
+    qkv_bias = bool(config_value(config, "qkv_bias", True))
+    hidden_act = config_value(config, "hidden_act", "gelu")
+    if keras_activation(hidden_act, family) != "gelu":
+        raise UserError(f"our ViT uses GELU; this checkpoint uses {hidden_act!r}")
+    if f"{head}.weight" not in ckpt:
+        raise UserError(f"the checkpoint has no {head}.weight: convert a {classifier} "
+                        f"checkpoint ({family}Model has no head)")
+    num_classes = int(ckpt.tensors[f"{head}.weight"].shape[0])
+    kwargs = dict(
+        image_size=height if height == width else (height, width), patch_size=patch,
+        num_classes=num_classes, hidden_dim=hidden, num_layers=layers, num_heads=heads,
+        intermediate_dim=intermediate,
+        dropout=float(config_value(config, "hidden_dropout_prob", 0.0)),
+        attention_dropout=float(config_value(config, "attention_probs_dropout_prob", 0.0)),
+        layer_norm_epsilon=float(config_value(config, "layer_norm_eps", 1e-12)),
+        class_names=_class_names(config, num_classes), include_rescaling=include_rescaling,
+        num_channels=channels)
+    if distilled:
+        kwargs.update(distillation_token=True, distillation_head=distillation_head)
+    model = VisionTransformer(**{**kwargs, **overrides})
+
+    tokens = (2 if distilled else 1) + (height // patch) * (width // patch)
+    names = (f"{prefix}.embeddings.cls_token", f"{prefix}.embeddings.position_embeddings",
+             f"{prefix}.embeddings.patch_embeddings.projection.weight",
+             f"{prefix}.embeddings.patch_embeddings.projection.bias")
+    _load_stem(model, ckpt.take(names[0], (1, 1, hidden)),
+               ckpt.take(names[1], (1, tokens, hidden)),
+               ckpt.take(names[2], (hidden, channels, patch, patch)),
+               ckpt.take(names[3], (hidden,)), names)
+    if distilled:
+        assign(model.distillation_token_layer.class_token,
+               ckpt.take(f"{prefix}.embeddings.distillation_token", (1, 1, hidden)),
+               f"{prefix}.embeddings.distillation_token")
+    for i, block in enumerate(model.encoder_blocks):
+        prefixes = (f"{prefix}.layers.{i}.", f"{prefix}.encoder.layer.{i}.")
+
+        def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
+            return ckpt.take_any(
+                [p + n + "." + suffix for p, n in zip(prefixes, _HF_BLOCK_NAMES[role])], shape)
+
+        _load_block(block, get, hidden, intermediate, qkv_bias, f"{prefix}.layers.{i}")
+    return model, ckpt, hidden, num_classes
+
+
 def vit_from_hf(state_dict_or_path: Any, config: Any = None, *,
                 include_rescaling: bool = False, **overrides: Any) -> VisionTransformer:
     """A `VisionTransformer` holding a Hugging Face `ViTForImageClassification` checkpoint.
@@ -133,50 +210,10 @@ def vit_from_hf(state_dict_or_path: Any, config: Any = None, *,
             unsupported variant), or an unsupported configuration.
     """
     config = load_config(config, state_dict_or_path)
-    ckpt = Checkpoint(load_tensors(state_dict_or_path), "Hugging Face ViT")
-    hidden = int(config_value(config, "hidden_size"))
-    layers = int(config_value(config, "num_hidden_layers"))
-    heads = int(config_value(config, "num_attention_heads"))
-    intermediate = int(config_value(config, "intermediate_size"))
-    channels = int(config_value(config, "num_channels", 3))
-    patch = int(config_value(config, "patch_size"))
-    height, width = _pair(config_value(config, "image_size"))
-    qkv_bias = bool(config_value(config, "qkv_bias", True))
-    activation = keras_activation(config_value(config, "hidden_act", "gelu"), "ViT")
-    if activation != "gelu":
-        raise UserError(f"our ViT uses GELU; this checkpoint uses {activation!r}")
-    if "classifier.weight" not in ckpt:
-        raise UserError("the checkpoint has no classifier.weight: convert a "
-                        "ViTForImageClassification checkpoint (ViTModel has no head)")
-    num_classes = int(ckpt.tensors["classifier.weight"].shape[0])
-    tokens = 1 + (height // patch) * (width // patch)
-
-    kwargs = dict(
-        image_size=height if height == width else (height, width), patch_size=patch,
-        num_classes=num_classes, hidden_dim=hidden, num_layers=layers, num_heads=heads,
-        intermediate_dim=intermediate,
-        dropout=float(config_value(config, "hidden_dropout_prob", 0.0)),
-        attention_dropout=float(config_value(config, "attention_probs_dropout_prob", 0.0)),
-        layer_norm_epsilon=float(config_value(config, "layer_norm_eps", 1e-12)),
-        class_names=_class_names(config, num_classes), include_rescaling=include_rescaling,
-        num_channels=channels)
-    model = VisionTransformer(**{**kwargs, **overrides})
-
-    names = ("vit.embeddings.cls_token", "vit.embeddings.position_embeddings",
-             "vit.embeddings.patch_embeddings.projection.weight",
-             "vit.embeddings.patch_embeddings.projection.bias")
-    _load_stem(model, ckpt.take(names[0], (1, 1, hidden)),
-               ckpt.take(names[1], (1, tokens, hidden)),
-               ckpt.take(names[2], (hidden, channels, patch, patch)),
-               ckpt.take(names[3], (hidden,)), names)
-    for i, block in enumerate(model.encoder_blocks):
-        prefixes = (f"vit.layers.{i}.", f"vit.encoder.layer.{i}.")
-
-        def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
-            return ckpt.take_any(
-                [p + n + "." + suffix for p, n in zip(prefixes, _HF_BLOCK_NAMES[role])], shape)
-
-        _load_block(block, get, hidden, intermediate, qkv_bias, f"vit.layers.{i}")
+    model, ckpt, hidden, num_classes = _hf_encoder(
+        state_dict_or_path, config, "vit", head="classifier",
+        classifier="ViTForImageClassification", include_rescaling=include_rescaling,
+        overrides=overrides)
     _load_head(model, ckpt, "vit.layernorm", "classifier", hidden, num_classes)
     return model
 
@@ -273,7 +310,7 @@ def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
 
 
 def deit_from_hf(state_dict_or_path: Any, config: Mapping[str, Any], *,
-                 include_rescaling: bool = False, **overrides: Any) -> keras.Model:
+                 include_rescaling: bool = False, **overrides: Any) -> VisionTransformer:
     """A `VisionTransformer` with a distillation token holding a Hugging Face DeiT.
 
     A DeiT checkpoint is a ViT checkpoint (`zoo.converters.hf_vit.vit_from_hf`) under
@@ -293,55 +330,13 @@ def deit_from_hf(state_dict_or_path: Any, config: Mapping[str, Any], *,
     Raises:
         ValueError: a missing, misshapen or unused tensor, or an unsupported configuration.
     """
-    ckpt = Checkpoint(load_tensors(state_dict_or_path), "Hugging Face DeiT")
     teacher = "DeiTForImageClassificationWithTeacher" in (
         config_value(config, "architectures") or [])
     heads = ("cls_classifier", "distillation_classifier") if teacher else ("classifier",)
-    hidden = int(config_value(config, "hidden_size"))
-    intermediate = int(config_value(config, "intermediate_size"))
-    channels = int(config_value(config, "num_channels", 3))
-    patch = int(config_value(config, "patch_size"))
-    height, width = _pair(config_value(config, "image_size"))
-    if keras_activation(config_value(config, "hidden_act", "gelu"), "DeiT") != "gelu":
-        raise UserError(f"our ViT uses GELU; this checkpoint uses {config['hidden_act']!r}")
-    if f"{heads[0]}.weight" not in ckpt:
-        raise UserError(f"the checkpoint has no {heads[0]}.weight: convert a "
-                        "DeiTForImageClassification[WithTeacher] checkpoint (DeiTModel has "
-                        "no head)")
-    num_classes = int(ckpt.tensors[f"{heads[0]}.weight"].shape[0])
-    kwargs = dict(
-        image_size=height if height == width else (height, width), patch_size=patch,
-        num_classes=num_classes, hidden_dim=hidden,
-        num_layers=int(config_value(config, "num_hidden_layers")),
-        num_heads=int(config_value(config, "num_attention_heads")),
-        intermediate_dim=intermediate, distillation_token=True, distillation_head=teacher,
-        dropout=float(config_value(config, "hidden_dropout_prob", 0.0)),
-        attention_dropout=float(config_value(config, "attention_probs_dropout_prob", 0.0)),
-        layer_norm_epsilon=float(config_value(config, "layer_norm_eps", 1e-12)),
-        class_names=_class_names(config, num_classes), include_rescaling=include_rescaling,
-        num_channels=channels)
-    model = VisionTransformer(**{**kwargs, **overrides})
-
-    tokens = 2 + (height // patch) * (width // patch)
-    names = ("deit.embeddings.cls_token", "deit.embeddings.position_embeddings",
-             "deit.embeddings.patch_embeddings.projection.weight",
-             "deit.embeddings.patch_embeddings.projection.bias")
-    _load_stem(model, ckpt.take(names[0], (1, 1, hidden)),
-               ckpt.take(names[1], (1, tokens, hidden)),
-               ckpt.take(names[2], (hidden, channels, patch, patch)),
-               ckpt.take(names[3], (hidden,)), names)
-    assign(model.distillation_token_layer.class_token,
-           ckpt.take("deit.embeddings.distillation_token", (1, 1, hidden)),
-           "deit.embeddings.distillation_token")
-    qkv_bias = bool(config_value(config, "qkv_bias", True))
-    for i, block in enumerate(model.encoder_blocks):
-        prefixes = (f"deit.layers.{i}.", f"deit.encoder.layer.{i}.")
-
-        def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
-            return ckpt.take_any(
-                [p + n + "." + suffix for p, n in zip(prefixes, _HF_BLOCK_NAMES[role])], shape)
-
-        _load_block(block, get, hidden, intermediate, qkv_bias, f"deit.layers.{i}")
+    model, ckpt, hidden, num_classes = _hf_encoder(
+        state_dict_or_path, config, "deit", head=heads[0],
+        classifier="DeiTForImageClassification[WithTeacher]",
+        include_rescaling=include_rescaling, overrides=overrides, distillation_head=teacher)
     set_layer_norm(model.encoder_norm, ckpt.take("deit.layernorm.weight", (hidden,)),
                    ckpt.take("deit.layernorm.bias", (hidden,)), "deit.layernorm")
     weights = [ckpt.take(f"{head}.weight", (num_classes, hidden)) for head in heads]

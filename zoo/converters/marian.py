@@ -21,13 +21,13 @@ Tokens: without a tokenizer the converted model works on token ids (`Translator.
 `generate`; sources end with the eos id 0 and are padded with `pad_id`). Pass
 `tokenizer=zoo.marian_tokenizer.MarianTokenizer.from_folder(folder)` (OPUS-MT's
 `source.spm`, `target.spm` and `vocab.json`) to make it translate text; a checkpoint folder
-holding those files gets it by itself, and `zoo.hub` handles
-(`zoo.hub.load("hf://Helsinki-NLP/...")`) too.
+holding those files gets it by itself, and so do hub handles
+(`zoo.load("hf://Helsinki-NLP/...")`).
 
-Example (files downloaded beforehand):
+Example (a folder with `model.safetensors` and `config.json`, downloaded beforehand):
 
     >>> from zoo.converters.marian import translator_from_marian
-    >>> model = translator_from_marian("opus-mt-en-de/")   # model.safetensors + config.json
+    >>> model = translator_from_marian("opus-mt-en-de/")   # doctest: +SKIP
     >>> tokens, _ = model.search(source_ids, beam_size=1)   # doctest: +SKIP
     >>> from zoo.marian_tokenizer import MarianTokenizer
     >>> model = translator_from_marian(                     # doctest: +SKIP

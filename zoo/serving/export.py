@@ -42,6 +42,7 @@ import keras
 
 from zoo.training.file_store import write_atomically
 from zoo.errors import UserError
+from zoo.layers.validation import positive_int
 
 SERVING_SIGNATURE = "serving_default"
 
@@ -396,8 +397,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise UserError(f"version must be a positive integer; got {version!r}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise UserError(f"top_k must be a positive integer; got {top_k!r}")
+    top_k = positive_int(top_k, "top_k", error=UserError)
     from zoo.hub import is_handle, model_name
 
     if isinstance(model, keras.Model):
