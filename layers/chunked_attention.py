@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from zoo.layers.attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
-from zoo.layers.validation import positive_int
+from .attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
+from .validation import positive_int
 
 
 def _static_length(name: str, tensor: Any) -> int:

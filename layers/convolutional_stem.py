@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import keras
 
-from zoo.layers.validation import positive_int
+from .validation import positive_int
 
 
 @keras.saving.register_keras_serializable(package="zoo")

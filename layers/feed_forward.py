@@ -7,8 +7,8 @@ from typing import Any
 import keras
 from keras import ops
 
-from zoo.layers.initializers import clone_initializer
-from zoo.layers.validation import positive_int
+from .initializers import clone_initializer
+from .validation import positive_int
 
 
 def exact_gelu(x: Any) -> Any:

@@ -17,22 +17,22 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.layers.attention import (
+from .attention import (
     causal_mask,
     check_mask_broadcasts,
     fused_attention,
     scaled_dot_product_attention,
 )
-from zoo.layers.chunked_attention import (
+from .chunked_attention import (
     chunked_attention,
     sliding_window_attention,
     sliding_window_mask,
 )
-from zoo.layers.initializers import clone_initializer
-from zoo.layers.keras_internals import keras_mask
-from zoo.layers.layer_normalization import LayerNormalization
-from zoo.layers.slice_update import update_slice
-from zoo.layers.validation import positive_int
+from .initializers import clone_initializer
+from .keras_internals import keras_mask
+from .layer_normalization import LayerNormalization
+from .slice_update import update_slice
+from .validation import positive_int
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -13,7 +13,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from zoo.layers.validation import positive_int
+from .validation import positive_int
 
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from zoo.layers.validation import is_int, positive_int
+from .validation import is_int, positive_int
 
 _RESIZE_METHODS = ("nearest", "bilinear", "bicubic", "lanczos3", "lanczos5")
 

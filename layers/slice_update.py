@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import keras
 from keras import ops
 
-from zoo.layers.keras_internals import in_xla_compiled_graph
+from .keras_internals import in_xla_compiled_graph
 
 
 def update_slice(inputs: Any, start_indices: Sequence[Any], updates: Any) -> Any:

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.layers.validation import positive_int
+from .validation import positive_int
 
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import keras
 
-from zoo.layers.keras_internals import keras_mask
-from zoo.layers.transformer_encoder import TransformerBlock
+from .keras_internals import keras_mask
+from .transformer_encoder import TransformerBlock
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -23,8 +23,8 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from zoo.training.errors import UserError
-from zoo.training.file_store import cache_dir, write_atomically
+from .errors import UserError
+from .file_store import cache_dir, write_atomically
 
 _MARKER = ".extracted.json"
 _MEMBERS = "members.json"

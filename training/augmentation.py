@@ -30,9 +30,9 @@ import keras
 from keras import ops
 
 from zoo.layers.validation import positive_int
-from zoo.training.compilation import compile_for_backend
-from zoo.training.errors import UserError
-from zoo.training.rand_augment import RandAugmentPolicy
+from .compilation import compile_for_backend
+from .errors import UserError
+from .rand_augment import RandAugmentPolicy
 
 
 @keras.saving.register_keras_serializable(package="zoo")

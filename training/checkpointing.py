@@ -35,8 +35,8 @@ from typing import Any, Iterable
 import keras
 import numpy as np
 
-from zoo.training.errors import UserError
-from zoo.training.file_store import fsync
+from .errors import UserError
+from .file_store import fsync
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"

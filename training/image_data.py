@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from zoo.layers.validation import image_size_pair, positive_int
-from zoo.training.errors import UserError
-from zoo.training.image_files import load_image, scan_image_folder
+from .errors import UserError
+from .image_files import load_image, scan_image_folder
 
 
 def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.layers.validation import image_size_pair
-from zoo.training.errors import UserError
+from .errors import UserError
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 

@@ -27,14 +27,14 @@ from typing import Any, Iterable
 
 import keras
 
-from zoo.training.checkpointing import (
+from .checkpointing import (
     ResumableCheckpoint,
     prepare_run_folder,
     restore_latest,
 )
-from zoo.training.file_store import write_atomically
-from zoo.training.precision import bfloat16_warning, set_precision
-from zoo.training.progress import fit_verbosity
+from .file_store import write_atomically
+from .precision import bfloat16_warning, set_precision
+from .progress import fit_verbosity
 
 
 def start_run(output: str | os.PathLike, run_files: Iterable[str], force: bool, seed: int,

@@ -20,7 +20,7 @@ import keras
 import numpy as np
 
 from zoo.layers.validation import positive_int
-from zoo.training.errors import UserError
+from .errors import UserError
 
 # The special ids of the zoo's subword vocabularies (zoo.tokenizer.SubwordTokenizer trains
 # with them): the defaults wherever an id is not given.
