@@ -110,6 +110,9 @@ class VisionTransformer(keras.Model):
             the same; the patch embedding cuts the stem's feature map into
             `patch_size / 2 ** len(stem_filters)` squares (1 x 1 when they are equal).
             None (the default) for the plain ViT.
+        stem_style: "strided" (the above) or "pooled": CCT's tokenizer (Hassani et al.,
+            2021), stride-1 convolutions each followed by ReLU and a stride-2 max pooling,
+            without batch norm (`zoo.layers.ConvolutionalStem`).
         attention_window: sliding-window self-attention (`zoo.layers.sliding_window_attention`):
             each token attends to the tokens within this many positions of it; None (the
             default) for full attention. For many patches at high resolution.
@@ -164,6 +167,7 @@ class VisionTransformer(keras.Model):
         num_channels: int = 3,
         pruned_heads: Mapping[int | str, Sequence[int]] | None = None,
         stem_filters: Sequence[int] | None = None,
+        stem_style: str = "strided",
         attention_window: int | None = None,
         global_tokens: int = 0,
         attention_block_size: int | None = None,
@@ -221,9 +225,11 @@ class VisionTransformer(keras.Model):
             scale=1.0 / 127.5, offset=-1.0, dtype="float32", name="rescaling")
         policy = self.dtype_policy
         self.stem = self.stem_filters = None
+        self.stem_style = stem_style
         map_patch = patch_size
         if stem_filters is not None:
-            self.stem = ConvolutionalStem(stem_filters, dtype=policy, name="stem")
+            self.stem = ConvolutionalStem(stem_filters, style=stem_style, dtype=policy,
+                                          name="stem")
             self.stem_filters = list(self.stem.filters)
             if patch_size % self.stem.stride:
                 raise UserError(
@@ -599,6 +605,7 @@ class VisionTransformer(keras.Model):
             "num_channels": self.num_channels,
             "pruned_heads": {b: list(h) for b, h in self.pruned_heads.items()},
             "stem_filters": self.stem_filters,
+            "stem_style": self.stem_style,
             "attention_window": self.attention_window,
             "global_tokens": self.global_tokens,
             "attention_block_size": self.attention_block_size,

@@ -55,3 +55,56 @@ def test_equals_convolution_batch_norm_relu_in_inference():
 def test_bad_filters_name_the_value(filters):
     with pytest.raises(ValueError, match="filters must be|positive int"):
         ConvolutionalStem(filters=filters)
+
+
+def max_pool3x3_stride2_same(x: np.ndarray) -> np.ndarray:
+    """3 x 3 max pooling of stride 2, 'same' padding (for even sides: one row and column of
+    -inf after the map), numpy loops only."""
+    batch, height, width, channels = x.shape
+    padded = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)), constant_values=-np.inf)
+    out = np.zeros((batch, height // 2, width // 2, channels))
+    for i in range(height // 2):
+        for j in range(width // 2):
+            out[:, i, j] = padded[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :].max(axis=(1, 2))
+    return out
+
+
+def conv3x3_same(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """(batch, H, W, C) * (3, 3, C, F) with stride 1 and 'same' padding, numpy loops only."""
+    batch, height, width, _ = x.shape
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = np.zeros((batch, height, width, kernel.shape[-1]))
+    for i in range(height):
+        for j in range(width):
+            out[:, i, j] = np.einsum("bhwc,hwcf->bf", padded[:, i:i + 3, j:j + 3, :], kernel)
+    return out
+
+
+def test_pooled_style_is_convolution_relu_max_pooling_with_no_state():
+    rng = np.random.default_rng(2)
+    images = rng.normal(size=(2, 8, 12, 3)).astype("float32")
+    stem = ConvolutionalStem(filters=[5, 4], style="pooled")
+    stem.build(images.shape)
+    assert not stem.non_trainable_weights  # no batch norm: training and inference agree
+    expected = images.astype("float64")
+    for convolution in stem.convolutions:
+        kernel = rng.normal(size=tuple(convolution.kernel.shape)).astype("float32")
+        convolution.kernel.assign(kernel)
+        expected = max_pool3x3_stride2_same(
+            np.maximum(conv3x3_same(expected, kernel.astype("float64")), 0.0))
+    for training in (True, False):
+        got = np.asarray(stem(images, training=training))
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert stem.compute_output_shape(images.shape) == (2, 2, 3, 4) == got.shape
+
+
+def test_pooled_style_harness():
+    images = np.random.default_rng(3).uniform(size=(2, 16, 8, 3)).astype("float32")
+    run_layer_test(ConvolutionalStem, {"filters": [4, 6], "style": "pooled"}, images,
+                   expected_output_shape=(2, 4, 2, 6), expected_num_trainable_weights=2,
+                   expected_num_non_trainable_weights=0)
+
+
+def test_bad_style_names_the_value():
+    with pytest.raises(ValueError, match="style must be one of .*'maxpool'"):
+        ConvolutionalStem(filters=[4], style="maxpool")

@@ -518,16 +518,31 @@ def test_hybrid_keeps_the_token_grid_and_embeds_the_stem_map_one_by_one():
     assert model(x).shape == (2, 5)
 
 
-def test_hybrid_config_save_and_load(tmp_path):
-    model = tiny(stem_filters=[8])
+@pytest.mark.parametrize("style", ["strided", "pooled"])
+def test_hybrid_config_save_and_load(tmp_path, style):
+    model = tiny(stem_filters=[8], stem_style=style)
     config = model.get_config()
-    assert config["stem_filters"] == [8]
+    assert config["stem_filters"] == [8] and config["stem_style"] == style
+    assert model.stem.style == style
     assert VisionTransformer.from_config(config).get_config() == config
     path = tmp_path / "hybrid.keras"
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
     x = images(2)
     np.testing.assert_allclose(numpy(loaded(x)), numpy(model(x)), atol=1e-6)
+
+
+def test_cct_architecture_is_a_pooled_stem_under_a_class_token_encoder():
+    model = VisionTransformer.from_architecture("vit-cifar-cct")
+    assert model.stem.style == "pooled" and model.stem.filters == [64, 128]
+    assert model.grid_size == (8, 8) and model.class_token is not None
+    # CCT-4/3x2's tokenizer and encoder (Hassani et al.): 3*9*64 + 64*9*128 convolution
+    # weights; 4 blocks of width 128, MLP 128; plus the 1 x 1 patch projection, the class and
+    # position embeddings, the final norm and the head.
+    block = 4 * (128 * 128 + 128) + 2 * (128 * 128) + 128 + 128 + 4 * 128
+    expected = (3 * 9 * 64 + 64 * 9 * 128 + 128 * 128 + 128 + 128 + 65 * 128 + 4 * block
+                + 2 * 128 + 128 * 10 + 10)
+    assert model.count_params() == expected
 
 
 def test_hybrid_stem_stride_must_divide_the_patch():
