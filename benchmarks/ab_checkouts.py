@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-# `zoo.cli.OWN_PACKAGES`, written out: importing it would load one checkout's `zoo` first.
+# `zoo.cli.main.OWN_PACKAGES`, written out: importing it would load one checkout's `zoo` first.
 PACKAGES = ("layers", "zoo", "training")
 WORKS = ("vit-tiny-train", "vit-tiny-infer", "mt-greedy", "mt-beam4")
 
@@ -45,12 +45,12 @@ def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
 
     import_from(checkout)
     try:
-        from zoo.bench_workers import MT, SETTINGS, VIT_TINY, random_source
+        from zoo.bench.workers import MT, SETTINGS, VIT_TINY, random_source
 
         keras.utils.set_random_seed(0)
         if work in ("mt-greedy", "mt-beam4"):
             from zoo.training.text_batches import END_ID
-            from zoo.translator import Translator
+            from zoo.models.translator.model import Translator
 
             model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)
             model.ensure_built()
@@ -59,7 +59,7 @@ def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
             beam = 4 if work == "mt-beam4" else 1
             return (lambda: model.search(source, beam_size=beam, max_length=new),
                     source.shape[0] * new)
-        from zoo.vit import VisionTransformer
+        from zoo.models.vit.model import VisionTransformer
 
         model = VisionTransformer(dropout=0.0, **VIT_TINY)
     finally:

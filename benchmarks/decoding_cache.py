@@ -21,10 +21,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.bench import results_path, write_results
-from zoo.decoding import compile_for_backend, greedy_search
-from zoo.presets import ARCHITECTURES, architectures
-from zoo.translator import Translator
+from zoo.bench.harness import results_path, write_results
+from zoo.generation.decoding import compile_for_backend, greedy_search
+from zoo.models.architectures import ARCHITECTURES, architectures
+from zoo.models.translator.model import Translator
 
 
 def uncached_greedy(model: Translator, source_ids, max_length: int, start_id: int = 2,

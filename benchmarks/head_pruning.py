@@ -23,7 +23,7 @@ import numpy as np
 
 import zoo
 from zoo.training.image_data import train_validation_split
-from zoo.vit_recipe import ViTRecipe, load_images
+from zoo.recipes.vit import ViTRecipe, load_images
 
 
 def accuracy(model, images: np.ndarray, labels: np.ndarray) -> float:

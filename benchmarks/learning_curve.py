@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from zoo.plots import plot_learning_curves  # noqa: E402
+from zoo.recipes.plots import plot_learning_curves  # noqa: E402
 
 
 def read_curve(path: str, metric: str) -> list[float]:

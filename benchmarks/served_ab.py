@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo.bench_workers import DATA  # noqa: E402
+from zoo.bench.workers import DATA  # noqa: E402
 from zoo.serving.session import ServedModel, set_xla_compilation  # noqa: E402
 
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from zoo.bench_workers import DATA  # the zoo's shared data folder
+from zoo.bench.workers import DATA  # the zoo's shared data folder
 
 
 def inputs_for(name: str, model_kind: str, count: int):
@@ -57,7 +57,7 @@ def main() -> None:
     import tensorflow as tf
 
     import zoo
-    from zoo.bench import results_path, write_results
+    from zoo.bench.harness import results_path, write_results
     from zoo.serving.export import export_model
 
     kind = zoo.list_models().get(args.model, {}).get("kind") or (

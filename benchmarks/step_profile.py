@@ -3,7 +3,7 @@
     python benchmarks/step_profile.py [--work vit-tiny-train|vit-tiny-infer] [--steps 5]
         [--top 25] [--output benchmarks/results/step_profile-vit-tiny-train.json]
 
-Builds `zoo bench`'s ViT-tiny step (`zoo.bench_workers.keras_vit_step`: random weights, its
+Builds `zoo bench`'s ViT-tiny step (`zoo.bench.workers.keras_vit_step`: random weights, its
 batch for the work; oneDNN on, as the `zoo` command runs TensorFlow), warms it up, and records `--steps` steps with
 `tf.profiler`. Prints, a step:
 - the milliseconds each op type ran on TensorFlow's compute threads (ops that run side by side
@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ["KERAS_BACKEND"] = "tensorflow"
-from zoo.runtime import use_onednn  # noqa: E402
+from zoo.cli.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
-from zoo.bench_workers import keras_vit_step  # noqa: E402
+from zoo.bench.workers import keras_vit_step  # noqa: E402
 
 PRODUCTS = ("MatMul", "Conv2D")  # in the op type's name, oneDNN's fused forms included
 

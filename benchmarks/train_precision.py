@@ -4,7 +4,7 @@
         [--repeats 2]
 
 Each (precision, repeat) runs in its own process (the dtype policy is global), as `zoo train`
-would run it (TensorFlow's oneDNN kernels on, `zoo.runtime.use_onednn`): the
+would run it (TensorFlow's oneDNN kernels on, `zoo.cli.runtime.use_onednn`): the
 architecture with random weights, AdamW, `train_on_batch` on one batch of 128 random 32 x 32
 images, 2 untimed steps then `--steps` timed. Prints images/s and whether the CPU computes
 bfloat16 natively (`zoo.training.precision.cpu_has_native_bfloat16`); writes
@@ -30,14 +30,14 @@ BATCH = 128
 def images_per_second(precision: str, architecture: str, steps: int) -> float:
     """One process's measurement (run as `--worker PRECISION`), TensorFlow's oneDNN kernels
     on as the `zoo` command has them."""
-    from zoo.runtime import use_onednn
+    from zoo.cli.runtime import use_onednn
 
     use_onednn()
     import keras
     import numpy as np
 
     keras.mixed_precision.set_global_policy(precision)
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     model = VisionTransformer.from_architecture(architecture, num_classes=10, dropout=0.0)
     rng = np.random.default_rng(0)

@@ -22,7 +22,7 @@ import numpy as np
 import zoo
 from zoo.training.augmentation import compiled_augmentation
 from zoo.training.image_data import train_validation_split
-from zoo.vit_recipe import ViTRecipe, evaluate_arrays, load_images, recipe_augmentation
+from zoo.recipes.vit import ViTRecipe, evaluate_arrays, load_images, recipe_augmentation
 
 BATCH = 250
 

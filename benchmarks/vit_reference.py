@@ -2,7 +2,7 @@
 
 Issue 35: `zoo train vit` collapses at the published learning rate (1e-3, Adam, batch 128) of
 the 6.3M-parameter CIFAR ViT and trains slowly at 3e-4. This script trains the same kind of
-model with nothing of `training/` or `zoo/vit_recipe.py`: its own data loading (PIL into
+model with nothing of `training/` or `zoo/recipes/vit.py`: its own data loading (PIL into
 NumPy), crop-and-flip in NumPy, a ViT written here with Keras layers (or, with
 `--model zoo`, the zoo's `VisionTransformer` class, trained here), Keras' Adam or AdamW, a
 warm-up + cosine schedule written here and `model.fit`. Each setting that differs between
@@ -261,7 +261,7 @@ def build_plain_vit(args, num_classes: int):
 def build_zoo_vit(args, num_classes: int):
     """The zoo's `VisionTransformer` of the flags' shape (only the model class: it is trained
     by this script, not by the zoo's recipe)."""
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     overrides = {"dropout": args.dropout, "hidden_dim": args.width, "num_layers": args.depth,
                  "num_heads": args.heads, "intermediate_dim": args.mlp,

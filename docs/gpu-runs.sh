@@ -75,7 +75,7 @@ nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
 if [ "$FETCH" = 1 ]; then
   python3 - <<'PY'
 import glob, json, os
-from zoo.registry import load  # a model without optimizer state
+from zoo.hub.loader import load  # a model without optimizer state
 def score(path):
     validation = json.load(open(path))["validation"]
     return validation.get("top1", validation.get("bleu"))

@@ -77,7 +77,7 @@ class SelectiveDecayAdamW(keras.optimizers.AdamW):
             multiplied by the factor; others use the learning rate as it is. A key names the
             variables whose `path` equals it or ends with "/" + key (the longest key wins), so
             "encoder_block_0/self_attention/query/kernel" matches that variable whatever the
-            model's name; see `zoo.finetune.layer_decay_multipliers`.
+            model's name; see `zoo.recipes.finetune.layer_decay_multipliers`.
         **kwargs: `keras.optimizers.AdamW` arguments.
 
     Raises:

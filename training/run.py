@@ -1,6 +1,6 @@
 """The skeleton every training recipe shares, written once.
 
-A recipe (`zoo.translator_recipe`, `zoo.vit_recipe`) reads its data and builds its model; the
+A recipe (`zoo.recipes.translator`, `zoo.recipes.vit`) reads its data and builds its model; the
 steps around that are the same for every model and live here:
 
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)

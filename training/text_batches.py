@@ -22,7 +22,7 @@ import numpy as np
 from zoo.layers.validation import positive_int
 from .errors import UserError
 
-# The special ids of the zoo's subword vocabularies (zoo.tokenizer.SubwordTokenizer trains
+# The special ids of the zoo's subword vocabularies (zoo.text.tokenizer.SubwordTokenizer trains
 # with them): the defaults wherever an id is not given.
 PAD_ID, UNKNOWN_ID, START_ID, END_ID = 0, 1, 2, 3
 IdSequences = Sequence[Sequence[int]]

@@ -29,21 +29,21 @@ if (not _os.path.isdir(_os.path.join(__path__[0], "layers"))
 _LAZY = {
     "UserError": ("zoo.errors", "UserError"),
     "export": ("zoo.serving.export", "export_model"),
-    "list_models": ("zoo.registry", "list_models"),
-    "load": ("zoo.registry", "load"),
-    "load_weights": ("zoo.registry", "load_weights"),
+    "list_models": ("zoo.hub.loader", "list_models"),
+    "load": ("zoo.hub.loader", "load"),
+    "load_weights": ("zoo.hub.loader", "load_weights"),
 }
 
 __all__ = ["UserError", "export", "list_models", "load", "load_weights"]
 
 if TYPE_CHECKING:
     from zoo.errors import UserError  # noqa: F401
-    from zoo.registry import list_models, load, load_weights  # noqa: F401
+    from zoo.hub.loader import list_models, load, load_weights  # noqa: F401
     from zoo.serving.export import export_model as export  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
-    """The lazily imported public names (`zoo.load`, ...) and submodules (`zoo.registry`)."""
+    """The lazily imported public names (`zoo.load`, ...) and submodules (`zoo.hub.loader`)."""
     if name in _LAZY:
         module, attribute = _LAZY[name]
         value = getattr(importlib.import_module(module), attribute)

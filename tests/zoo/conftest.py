@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from zoo.tokenizer import SubwordTokenizer
+from zoo.text.tokenizer import SubwordTokenizer
 
 
 def train_unigram_spm(texts: list[str], size: int) -> bytes:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zoo import bench
-from zoo.bench import WORKS, Job
+from zoo.bench import harness as bench
+from zoo.bench.harness import WORKS, Job
 
 
 def _fake_runner(rates: dict, calls: list):
@@ -105,7 +105,7 @@ def test_every_work_names_known_systems():
 def test_the_worker_protocol_reaches_the_orchestrator(monkeypatch):
     """`run_worker` reads the last BENCH_RESULT line of a real subprocess."""
     def fake_run(command, **kwargs):
-        assert command[1:4] == ["-m", "zoo.bench_workers", "mt-beam4"]
+        assert command[1:4] == ["-m", "zoo.bench.workers", "mt-beam4"]
         assert kwargs["env"]["KERAS_BACKEND"] == "jax"
         stdout = "noise\n" + bench.RESULT_PREFIX + json.dumps([{"rate": 5.0}]) + "\n"
         return subprocess.CompletedProcess(command, 0, stdout=stdout, stderr="")
@@ -115,7 +115,7 @@ def test_the_worker_protocol_reaches_the_orchestrator(monkeypatch):
 
 
 def test_zoo_bench_help_imports_no_backend():
-    code = ("import sys\nfrom zoo.cli import main\n"
+    code = ("import sys\nfrom zoo.cli.main import main\n"
             "try:\n    main(['bench', '--help'])\nexcept SystemExit:\n    pass\n"
             "print('heavy', sorted(m for m in ('tensorflow', 'keras', 'jax', 'torch') "
             "if m in sys.modules))")
@@ -168,7 +168,7 @@ try:
     raise SystemExit("the broken torchvision imported")
 except RuntimeError:
     pass
-from zoo.bench_workers import torchvision_or_stub
+from zoo.bench.workers import torchvision_or_stub
 note = torchvision_or_stub()
 assert note.startswith("torchvision stubbed (RuntimeError)"), note
 assert torchvision_or_stub() == "torchvision stubbed"  # once only
@@ -237,10 +237,10 @@ def test_gpu_work_settings_are_anchors_h100_table():
 
 
 def test_vit_cifar_small_train_is_the_zoo_architecture():
-    """The work's model is zoo/vit_presets.py's "vit-cifar-small" (dropout aside: the bench
+    """The work's model is zoo/models/vit/architectures.py's "vit-cifar-small" (dropout aside: the bench
     runs without), so that its rate is that of the model the zoo trains."""
-    from zoo import vit_presets  # noqa: F401  (registers the architectures)
-    from zoo.presets import ARCHITECTURES
+    from zoo.models.vit import architectures  # noqa: F401  (registers the architectures)
+    from zoo.models.architectures import ARCHITECTURES
 
     config = dict(ARCHITECTURES["vit-cifar-small"].config)
     config.pop("dropout")
@@ -362,7 +362,7 @@ def test_device_names_the_gpus_that_nvidia_smi_lists(tmp_path, monkeypatch):
 
 
 def test_gpu_works_choose_bf16_on_a_gpu_unless_told(monkeypatch):
-    from zoo import bench_gpu
+    from zoo.bench import gpu as bench_gpu
 
     monkeypatch.delenv("ZOO_BENCH_PRECISION", raising=False)
     assert (bench_gpu.precision(True), bench_gpu.precision(False)) == ("bfloat16", "float32")

@@ -4,9 +4,9 @@ import keras
 import pytest
 
 import zoo
-from zoo import registry
-from zoo.cli import main
-from zoo.translator import Translator
+from zoo.hub import loader as registry
+from zoo.cli.main import main
+from zoo.models.translator.model import Translator
 
 
 @pytest.fixture()
@@ -104,14 +104,14 @@ def test_a_verb_that_does_not_fit_the_model_is_refused_in_one_line(model_reposit
 
 
 def test_a_bug_keeps_its_traceback(model_repository, monkeypatch, capsys):
-    import zoo.cli
+    import zoo.cli.main
 
     def broken(args):
         raise ValueError("in user code:\n\n    File 'decoding.py', line 1")
 
-    monkeypatch.setattr(zoo.cli, "cmd_models", broken)
-    parser = zoo.cli.build_parser
-    monkeypatch.setattr(zoo.cli, "build_parser",
+    monkeypatch.setattr(zoo.cli.main, "cmd_models", broken)
+    parser = zoo.cli.main.build_parser
+    monkeypatch.setattr(zoo.cli.main, "build_parser",
                         lambda recipes=True: _with_func(parser(recipes), broken))
     with pytest.raises(ValueError, match="in user code"):
         main(["models"])
@@ -137,13 +137,13 @@ def _with_func(parser, func):
 ])
 def test_user_mistakes_are_one_line_and_bugs_keep_their_traceback(model_repository, monkeypatch,
                                                                   capsys, error, one_line):
-    import zoo.cli
+    import zoo.cli.main
 
     def failing(args):
         raise error
 
-    parser = zoo.cli.build_parser
-    monkeypatch.setattr(zoo.cli, "build_parser",
+    parser = zoo.cli.main.build_parser
+    monkeypatch.setattr(zoo.cli.main, "build_parser",
                         lambda recipes=True: _with_func(parser(recipes), failing))
     if one_line:
         assert main(["models"]) == 2
@@ -154,7 +154,7 @@ def test_user_mistakes_are_one_line_and_bugs_keep_their_traceback(model_reposito
 
 
 def test_use_onednn_asks_for_it_unless_the_environment_chooses():
-    from zoo.runtime import use_onednn
+    from zoo.cli.runtime import use_onednn
 
     environ: dict = {}
     use_onednn(environ, modules={})
@@ -175,7 +175,7 @@ def test_the_command_runs_tensorflow_with_onednn(choice, enabled):
     import subprocess
     import sys
 
-    script = ("from zoo.cli import main; main(['models']); "
+    script = ("from zoo.cli.main import main; main(['models']); "
               "from tensorflow.python.util import _pywrap_util_port as port; "
               "print('onednn', port.IsMklEnabled())")
     env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
@@ -193,7 +193,7 @@ def test_the_zoo_s_own_warnings_print_as_one_line_and_others_as_python_does():
     import warnings
     from pathlib import Path
 
-    from zoo.cli import own_warnings_in_one_line
+    from zoo.cli.main import own_warnings_in_one_line
 
     recipe = str(Path(zoo.__file__).parent / "vit_recipe.py")
     slow = UserWarning("bfloat16 is slow here")

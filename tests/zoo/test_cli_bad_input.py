@@ -16,12 +16,12 @@ import keras
 import numpy as np
 import pytest
 
-import zoo.cli
+import zoo.cli.main
 from zoo.training.image_files import load_image
-from zoo import registry
-from zoo.cli import main
-from zoo.translator import Translator
-from zoo.vit import VisionTransformer
+from zoo.hub import loader as registry
+from zoo.cli.main import main
+from zoo.models.translator.model import Translator
+from zoo.models.vit.model import VisionTransformer
 
 
 def _png_header(width: int, height: int) -> bytes:
@@ -213,13 +213,13 @@ BUGS = [
 def test_a_bug_is_a_traceback_with_status_1(name, error):
     """Run as the console script runs `main`: the traceback and Python's status 1, not
     `zoo: error:` (`zoo models` loads no TensorFlow: a fast child process)."""
-    script = ("import sys, zoo.registry, zoo.cli\n"
+    script = ("import sys, zoo.hub.loader, zoo.cli.main\n"
               "def broken(*args, **kwargs):\n"
               f"    raise {error}\n"
-              "zoo.registry.list_models = broken\n"
-              "sys.exit(zoo.cli.main(['models']))\n")
+              "zoo.hub.loader.list_models = broken\n"
+              "sys.exit(zoo.cli.main.main(['models']))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, cwd=Path(zoo.cli.__file__).parents[1])
+                          timeout=120, cwd=Path(zoo.cli.main.__file__).parents[1])
     assert done.returncode == 1, done.stderr
     assert "Traceback (most recent call last)" in done.stderr
     assert "zoo: error:" not in done.stderr
@@ -279,7 +279,7 @@ def test_stdin_is_translated_batch_by_batch_as_it_is_read(repository, monkeypatc
     texts = [f"A dog runs {i} times." if i % 3 else "" for i in range(10)]
     stdin = _Stdin([(t + "\n").encode() for t in texts])
     stdout = _Stdout(stdin)
-    monkeypatch.setattr(zoo.cli, "TRANSLATE_BATCH", 4)
+    monkeypatch.setattr(zoo.cli.main, "TRANSLATE_BATCH", 4)
     monkeypatch.setattr("sys.stdin", stdin)
     monkeypatch.setattr("sys.stdout", stdout)
     assert main([*T, "--beam-size", "1", "--max-length", "6"]) == 0

@@ -111,7 +111,7 @@ def test_vit_from_hf_refuses_wrong_shapes_and_unused_tensors(hf_vit):
 def test_vit_from_timm_matches_logits():
     if importlib.util.find_spec("timm") is None:
         pytest.skip("timm is not installed")
-    from zoo.bench_workers import import_timm_vision_transformer
+    from zoo.bench.workers import import_timm_vision_transformer
 
     # timm imports torchvision at module level; where PyPI's torchvision cannot load beside
     # the CPU torch, a stub stands in (VisionTransformer uses none of it).
@@ -258,7 +258,7 @@ def test_converted_translator_saves_and_loads(hf_marian, source_ids, tmp_path):
 # ---------------------------------------------------------------------- `zoo convert`
 def test_zoo_convert_hf_vit_writes_a_loadable_model_folder(hf_vit, tmp_path, capsys):
     import zoo
-    from zoo.cli import main
+    from zoo.cli.main import main
 
     hf_vit.save_pretrained(tmp_path / "hf")
     out = tmp_path / "converted"
@@ -293,8 +293,8 @@ def test_marian_folder_with_opus_mt_tokenizer_files_translates_text(hf_marian, t
     from transformers import MarianTokenizer as ReferenceTokenizer
 
     import zoo
-    from zoo.cli import main
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.cli.main import main
+    from zoo.text.marian import MarianTokenizer
 
     rng = np.random.default_rng(6)
     words = ["a", "dog", "runs", "the", "man", "rides", "red", "bike", "in", "park",

@@ -14,10 +14,10 @@ import pytest
 import zoo
 from zoo.training.idx_data import FASHION_MNIST_DIR, load_idx_split, read_idx
 from zoo.training.optimizers import adamw_no_decay_on_norms, relative_variable_path
-from zoo.cli import main
-from zoo.finetune import encoder_groups, freeze_blocks, layer_decay_multipliers, replace_head
-from zoo.registry import MODELS_DIR, load_weights
-from zoo.vit import VisionTransformer
+from zoo.cli.main import main
+from zoo.recipes.finetune import encoder_groups, freeze_blocks, layer_decay_multipliers, replace_head
+from zoo.hub.loader import MODELS_DIR, load_weights
+from zoo.models.vit.model import VisionTransformer
 
 SMALL = dict(image_size=16, patch_size=4, num_classes=5, hidden_dim=16, num_layers=3,
              num_heads=4, intermediate_dim=32, head_initializer="glorot_uniform")
@@ -171,7 +171,7 @@ def test_zoo_load_names_the_weight_of_a_tampered_archive(tmp_path):
 
 def test_load_refuses_a_model_of_another_class_than_expected(tmp_path):
     small().save(tmp_path / "vit.keras")
-    from zoo.translator import Translator
+    from zoo.models.translator.model import Translator
 
     with pytest.raises(ValueError, match="is a VisionTransformer, not a Translator"):
         zoo.load(str(tmp_path / "vit.keras"), expect=Translator)
@@ -258,7 +258,7 @@ def test_zoo_finetune_translator_learns_new_pairs_with_its_own_tokenizer(shared_
 
 
 def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(tmp_path):
-    from zoo.vit_recipe import ViTFinetuneRecipe, build_vit
+    from zoo.recipes.vit import ViTFinetuneRecipe, build_vit
 
     pretrained = small(num_classes=10)
     pretrained.save(tmp_path / "pre.keras")
@@ -284,7 +284,7 @@ def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(t
 
 
 def test_the_recipe_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_path):
-    from zoo.vit_recipe import ViTFinetuneRecipe, build_vit
+    from zoo.recipes.vit import ViTFinetuneRecipe, build_vit
 
     pretrained = small(num_classes=3, class_names=["a", "b", "c"])  # float32, dropout 0
     pretrained.save(tmp_path / "pre.keras")
@@ -305,7 +305,7 @@ def test_the_recipe_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_
 
 
 def test_a_translator_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_path):
-    from zoo.translator_recipe import TranslatorFinetuneRecipe, build_translator
+    from zoo.recipes.translator import TranslatorFinetuneRecipe, build_translator
 
     shipped = zoo.load("translator-multi30k-en-de")  # float32, dropout 0.1
     previous = keras.mixed_precision.global_policy()

@@ -39,7 +39,7 @@ from transformers import (  # noqa: E402
 )
 
 import zoo  # noqa: E402
-import zoo.hub as hub  # noqa: E402
+import zoo.hub.handles as hub  # noqa: E402
 from tests.zoo.conftest import (  # noqa: E402
     read_gz,
     serve,
@@ -168,8 +168,8 @@ def test_opus_mt_handle_translates_as_marian_mt_model(hub_cache, opus_mt, multi3
                                                       monkeypatch):
     from transformers import MarianTokenizer as ReferenceTokenizer
 
-    from zoo.marian_tokenizer import MarianTokenizer
-    from zoo.translator import Translator
+    from zoo.text.marian import MarianTokenizer
+    from zoo.models.translator.model import Translator
 
     publish(hub_cache, "Helsinki-NLP/opus-mt-tiny-en-de", opus_mt)
     texts = read_gz(multi30k / "test_2016_flickr.en.gz", 11)
@@ -303,7 +303,7 @@ def test_hub_layout_folder_and_revisions(hub_cache, tmp_path, cifar_images):
 
 def test_pickled_checkpoint_and_zoo_load(hub_cache, tmp_path, cifar_images):
     """A repo with only pytorch_model.bin (read with weights_only=True); and `zoo.load`
-    takes the handle where the registry sends handles to zoo.hub."""
+    takes the handle where the registry sends handles to zoo.hub.handles."""
     reference = vit_folder(tmp_path / "vit", (0.5,) * 3, (0.5,) * 3)
     (tmp_path / "vit" / "model.safetensors").unlink()
     torch.save(reference.state_dict(), tmp_path / "vit" / "pytorch_model.bin")
@@ -313,9 +313,9 @@ def test_pickled_checkpoint_and_zoo_load(hub_cache, tmp_path, cifar_images):
     model = zoo.load("hf://org/vit-bin")
     assert float(np.max(np.abs(model.predict(images, verbose=0) - expected))) < 1e-4
 
-    from zoo import registry
+    from zoo.hub import loader as registry
 
-    # zoo.load's one door: the registry sends the handle to zoo.hub's kept file.
+    # zoo.load's one door: the registry sends the handle to zoo.hub.handles's kept file.
     assert registry.resolve("hf://org/vit-bin") == hub.resolve_handle("hf://org/vit-bin")
     loaded = zoo.load("hf://org/vit-bin")
     assert [top[0][0] for top in loaded.classify(images, top_k=1)] == [
@@ -373,7 +373,7 @@ def test_timm_handle_equals_the_same_weights_in_transformers(hub_cache, tmp_path
     from safetensors.torch import load_file
     from transformers import ViTImageProcessorPil
 
-    from zoo.bench_workers import import_timm_vision_transformer
+    from zoo.bench.workers import import_timm_vision_transformer
 
     VisionTransformer, _ = import_timm_vision_transformer()
     timm_model = VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=2,
@@ -449,7 +449,7 @@ def test_distilled_timm_deit_is_refused_in_one_line():
 # ---------------------------------------------------------------------- MiniLM
 def test_minilm_handle_from_the_packages_real_files(hub_cache):
     from zoo.converters.minilm import default_model_dir
-    from zoo.sentence_encoder import SentenceEncoder
+    from zoo.models.sentence_encoder.model import SentenceEncoder
 
     try:
         folder = default_model_dir()

@@ -23,7 +23,7 @@ from zoo.converters.minilm import (  # noqa: E402
     encoder_config,
     load_minilm,
 )
-from zoo.sentence_encoder import SentenceEncoder  # noqa: E402
+from zoo.models.sentence_encoder.model import SentenceEncoder  # noqa: E402
 
 # Different lengths (3 to 40 tokens), accents, CJK and punctuation, embedded as one padded batch.
 SENTENCES = [

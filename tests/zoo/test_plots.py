@@ -1,4 +1,4 @@
-"""zoo.plots' learning curves and the benchmark script that draws a model card's curve."""
+"""zoo.recipes.plots' learning curves and the benchmark script that draws a model card's curve."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from zoo import plots
+from zoo.recipes import plots
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py"
 

@@ -11,11 +11,11 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import modules_imported_by
-from zoo import registry
+from zoo.hub import loader as registry
 
 
 def test_list_models_imports_neither_keras_nor_tensorflow() -> None:
-    loaded = modules_imported_by("import zoo.registry\nassert zoo.registry.list_models()",
+    loaded = modules_imported_by("import zoo.hub.loader\nassert zoo.hub.loader.list_models()",
                                  backend="tensorflow")
     assert not loaded & {"tensorflow", "keras"}
 
@@ -162,7 +162,7 @@ def test_the_wrong_kind_is_refused_before_any_weight_loads(monkeypatch):
     import keras
 
     import zoo
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     def never(*args, **kwargs):
         raise AssertionError("weights were loaded")
@@ -176,7 +176,7 @@ def test_copy_weights_copies_casts_converts_and_names_a_shape_mismatch():
     import keras
     import numpy as np
 
-    from zoo.presets import copy_weights
+    from zoo.models.architectures import copy_weights
 
     def dense(units, dtype="float32"):
         return keras.Sequential([keras.Input((3,)), keras.layers.Dense(units, dtype=dtype)])

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from zoo import presets
-from zoo.translator_recipe import TranslatorFinetuneRecipe, TranslatorRecipe, train_translator
-from zoo.vit_recipe import ViTFinetuneRecipe, ViTRecipe, load_images, train_vit
+from zoo.models import architectures as presets
+from zoo.recipes.translator import TranslatorFinetuneRecipe, TranslatorRecipe, train_translator
+from zoo.recipes.vit import ViTFinetuneRecipe, ViTRecipe, load_images, train_vit
 
 
 def _png(value: int) -> bytes:
@@ -72,7 +72,7 @@ def test_recipes_have_a_force_flag_off_by_default(recipe_class):
 
 
 def test_zoo_train_has_a_force_flag():
-    from zoo.cli import build_parser
+    from zoo.cli.main import build_parser
 
     for task in ("translator", "vit"):
         args = build_parser().parse_args(["train", task, "--force"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from zoo.decoding import (
+from zoo.generation.decoding import (
     MAX_BEAM_SIZE,
     MAX_LENGTH,
     beam_search,

@@ -6,7 +6,7 @@ import pytest
 import zoo
 from tests.zoo.conftest import read_gz
 from zoo.training.translation_metrics import corpus_scores
-from zoo import registry
+from zoo.hub import loader as registry
 
 
 def _shipped(name):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo import cli, quiet
+from zoo.cli import main as cli, quiet
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "keras", "jax", "matplotlib", "torch")
@@ -28,7 +28,7 @@ def _run_python(code: str, **env: str) -> subprocess.CompletedProcess:
 def test_help_models_and_argument_errors_import_no_tensorflow():
     result = _run_python(f"""
         import sys
-        from zoo.cli import main
+        from zoo.cli.main import main
 
         def status(argv):
             try:
@@ -64,7 +64,7 @@ def test_import_zoo_is_lazy_and_keeps_its_names():
         import zoo
         assert sorted(zoo.list_models()) == ["translator-multi30k-en-de", "vit-cifar10"]
         from zoo import list_models, load, load_weights
-        assert callable(load) and callable(load_weights) and zoo.registry.list_models
+        assert callable(load) and callable(load_weights) and zoo.hub.loader.list_models
         print("heavy", sorted(m for m in {HEAVY!r} if m in sys.modules))
     """)
     assert result.returncode == 0, result.stderr
@@ -83,7 +83,7 @@ def test_stderr_filter_drops_tensorflow_chatter_and_keeps_the_rest():
     ]
     code = f"""
         import os, sys
-        from zoo.quiet import filtered_stderr
+        from zoo.cli.quiet import filtered_stderr
         with filtered_stderr(verbose={{verbose}}):
             for line in {chatter!r}:
                 os.write(2, (line + "\\n").encode())

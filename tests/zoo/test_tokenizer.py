@@ -1,4 +1,4 @@
-"""Tests of zoo.tokenizer.SubwordTokenizer and zoo.marian_tokenizer.MarianTokenizer on real
+"""Tests of zoo.text.tokenizer.SubwordTokenizer and zoo.text.marian.MarianTokenizer on real
 Multi30k sentences."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sentencepiece
 
 from tests.conftest import modules_imported_by
 from tests.zoo.conftest import train_unigram_spm
-from zoo.tokenizer import SubwordTokenizer
+from zoo.text.tokenizer import SubwordTokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -214,7 +214,7 @@ def test_keras_hub_tokenizer_agrees_with_python_path(tokenizer, held_out):
 
 
 def test_import_needs_no_tensorflow():
-    for module in ("zoo.tokenizer", "zoo.marian_tokenizer"):
+    for module in ("zoo.text.tokenizer", "zoo.text.marian"):
         assert not modules_imported_by(f"import {module}") & {"tensorflow", "keras_hub"}
 
 
@@ -247,7 +247,7 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
     pytest.importorskip("transformers")
     from transformers import MarianTokenizer as Reference
 
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.text.marian import MarianTokenizer
 
     ours = MarianTokenizer.from_folder(marian_folder)
     reference = Reference.from_pretrained(str(marian_folder))
@@ -269,7 +269,7 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
 
 
 def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.text.marian import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
     path = tmp_path / "tokenizer.model"
@@ -287,7 +287,7 @@ def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
 def test_marian_graph_tokenizer_agrees_with_python_path(marian_folder, held_out):
     import tensorflow as tf
 
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.text.marian import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
     graph_tokenizer = tokenizer.to_keras_hub()
@@ -309,7 +309,7 @@ def test_marian_tokenizer_truncates_and_refuses_bad_input(marian_folder, tmp_pat
     import json
     import shutil
 
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.text.marian import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
     with pytest.warns(UserWarning, match="truncated to 5"):

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.presets import ARCHITECTURES
-from zoo.translator import Translator
+from zoo.models.architectures import ARCHITECTURES
+from zoo.models.translator.model import Translator
 
 SMALL = dict(hidden_dim=32, intermediate_dim=64, num_heads=4, num_encoder_layers=2,
              num_decoder_layers=2, max_source_length=32, max_target_length=24)
@@ -56,13 +56,13 @@ def test_a_grown_cache_translates_as_a_full_one(model, multi30k_pairs, monkeypat
                                                beam_size):
     """A search that grows its cache (16 then 20 positions) returns what the same search
     over a cache of all 20 positions returns."""
-    import zoo.decoding
+    import zoo.generation.decoding
 
     source, _ = _batch(model.tokenizer, multi30k_pairs[:4])
     model.ensure_built()
-    monkeypatch.setattr(zoo.decoding, "GROW_CACHE_FROM", 10**9)
+    monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 10**9)
     full = model.generate(source, beam_size=beam_size, max_length=20)
-    monkeypatch.setattr(zoo.decoding, "GROW_CACHE_FROM", 0)
+    monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 0)
     grown = model.generate(source, beam_size=beam_size, max_length=20)
     assert (np.array(full[0])[..., 16:] != model.pad_id).any()  # the second length was used
     np.testing.assert_array_equal(np.array(grown[0]), np.array(full[0]))
@@ -127,7 +127,7 @@ def test_bad_call_inputs(model):
 def test_paper_base_preset_size(small_tokenizer):
     """transformer-base: 6+6 layers, d 512, 8 heads, d_ff 2048; with a 37,000-token shared
     vocabulary the paper's Table 3 lists 65M parameters."""
-    import zoo.tokenizer as tokenizer_module  # noqa: F401  (the fixture's class)
+    import zoo.text.tokenizer as tokenizer_module  # noqa: F401  (the fixture's class)
 
     config = {**ARCHITECTURES["transformer-base"].config, "vocabulary_size": 37000}
     base = Translator(**config)
@@ -144,7 +144,7 @@ def test_same_translation_on_tensorflow_and_jax(model, multi30k_pairs, tmp_path)
     texts = [s for s, _ in multi30k_pairs[:3]]
     code = (
         "import sys, json, keras\n"
-        "import zoo.translator\n"
+        "import zoo.models.translator.model\n"
         f"m = keras.saving.load_model({str(path)!r})\n"
         f"print(json.dumps(m.translate({texts!r}, beam_size=3, max_length=8)))\n"
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.translator_recipe import TranslatorRecipe, load_pairs, train_translator
+from zoo.recipes.translator import TranslatorRecipe, load_pairs, train_translator
 
 # A model just big enough to memorise 100 sentence pairs in a couple of minutes on a CPU.
 TINY = dict(architecture="transformer-tiny", vocabulary_size=500, batch_size=16, warmup_steps=100,
@@ -24,7 +24,7 @@ def test_tiny_model_learns_100_real_pairs(shared_data, tmp_path, monkeypatch):
                               limit=100, validation_limit=100, epochs=100, **TINY)
     train, _ = load_pairs(recipe)
     # Validate on the training pairs themselves: the test is that the model fits them.
-    monkeypatch.setattr("zoo.translator_recipe.load_pairs", lambda r: (train, train))
+    monkeypatch.setattr("zoo.recipes.translator.load_pairs", lambda r: (train, train))
     metrics = train_translator(recipe)
     assert metrics["validation"]["bleu"] > 90.0, metrics["validation"]
     assert (tmp_path / "run" / "model.keras").exists()
@@ -90,8 +90,8 @@ def test_checkpoint_average_is_kept_only_when_validation_says_so(small_tokenizer
                                                                  averaged_bleu, kept):
     import numpy as np
 
-    from zoo.translator import Translator
-    from zoo.translator_recipe import _average_if_better
+    from zoo.models.translator.model import Translator
+    from zoo.recipes.translator import _average_if_better
 
     model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=16,
                                          intermediate_dim=32, num_heads=2)

@@ -9,10 +9,10 @@ import pytest
 from keras import ops
 from keras.src.backend.common import global_state
 
-from zoo.attention_rollout import attention_rollout
-from zoo.image_batch import as_image_batch
-from zoo.vit import VisionTransformer
-from zoo.presets import architectures
+from zoo.models.vit.attention_rollout import attention_rollout
+from zoo.models.vit.image_batch import as_image_batch
+from zoo.models.vit.model import VisionTransformer
+from zoo.models.architectures import architectures
 
 TINY = dict(image_size=16, patch_size=4, num_classes=5, hidden_dim=16, num_layers=2,
             num_heads=4, intermediate_dim=32, head_initializer="glorot_uniform")
@@ -551,7 +551,7 @@ def test_hybrid_stem_stride_must_divide_the_patch():
 
 
 def test_hybrid_moves_to_a_larger_image_size_and_freezes_its_stem():
-    from zoo.finetune import freeze_blocks
+    from zoo.recipes.finetune import freeze_blocks
 
     model = tiny(stem_filters=[8, 8])
     larger = model.with_image_size(32)
@@ -664,7 +664,7 @@ def test_configs_without_the_distillation_keys_build_the_plain_vit():
 
 
 def test_distilled_model_surgery_keeps_both_leading_tokens():
-    from zoo.finetune import replace_head
+    from zoo.recipes.finetune import replace_head
 
     model = tiny(image_size=32, patch_size=8, distillation_token=True)
     bigger = model.with_image_size(64)
@@ -688,7 +688,7 @@ def test_distilled_model_surgery_keeps_both_leading_tokens():
 
 
 def test_distillation_token_is_frozen_with_the_embeddings():
-    from zoo.finetune import freeze_blocks
+    from zoo.recipes.finetune import freeze_blocks
 
     model = freeze_blocks(tiny(distillation_token=True), 1)
     assert not model.distillation_token_layer.trainable

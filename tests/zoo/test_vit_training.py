@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from zoo import presets
-from zoo.cli import main
-from zoo.vit_recipe import ViTRecipe, train_vit
+from zoo.models import architectures as presets
+from zoo.cli.main import main
+from zoo.recipes.vit import ViTRecipe, train_vit
 
 MICRO = dict(image_size=32, patch_size=4, num_classes=10, hidden_dim=64, num_layers=2, num_heads=4,
              intermediate_dim=128, dropout=0.0, attention_dropout=0.0)
@@ -42,7 +42,7 @@ def test_tiny_vit_fits_200_real_images(cifar_archive, micro_preset, tmp_path):
     import keras
 
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
-    from zoo.vit_recipe import load_images
+    from zoo.recipes.vit import load_images
     images, labels, _ = load_images(recipe)
     from zoo.training.image_data import train_validation_split
     train_rows, _ = train_validation_split(len(images), 10, seed=0, labels=labels)
@@ -86,7 +86,7 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
 def test_classify_refuses_a_corrupt_file_naming_it(micro_preset, tmp_path, capsys):
     import keras
 
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     model = VisionTransformer.from_architecture(micro_preset, num_classes=3,
                                           class_names=["a", "b", "c"])
@@ -108,7 +108,7 @@ def test_weight_average_is_validated_resumed_and_shipped(cifar_archive, micro_pr
     last epoch's validation loss is the average's, not the trained weights'."""
     import keras
 
-    import zoo.vit_recipe as recipe_module
+    import zoo.recipes.vit as recipe_module
     from zoo.training.image_data import train_validation_split
 
     seen: list[np.ndarray] = []
@@ -156,7 +156,7 @@ def test_ema_momentum_out_of_range_is_one_line(tmp_path, capsys):
 
 def test_the_recipe_augments_with_its_randaugment_settings():
     from zoo.training.rand_augment import RandAugmentPolicy
-    from zoo.vit_recipe import recipe_augmentation
+    from zoo.recipes.vit import recipe_augmentation
 
     def policies(recipe: ViTRecipe) -> list:
         return [layer for layer in recipe_augmentation(recipe).layers

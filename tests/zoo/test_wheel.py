@@ -44,7 +44,7 @@ def test_the_wheel_holds_the_shipped_models(tmp_path):
                     REPO / "saved_models" / model / file).stat().st_size
             manifest = json.loads(archive.read(f"zoo/saved_models/{model}/manifest.json"))
             assert manifest["kind"] in ("translator", "vit")
-        assert "zoo/registry.py" in names and "zoo/cli.py" in names
+        assert "zoo/hub/loader.py" in names and "zoo/cli/main.py" in names
         # One import name: every package of the tree, under zoo/, and nothing else on top.
         for folder in ("layers", "training", "zoo"):
             for init in (REPO / folder).rglob("__init__.py"):

@@ -10,9 +10,9 @@ a tensor of the wrong shape, or one left over, is an error that names it.
     load_minilm(model_dir=None)               all-MiniLM-L6-v2 (sentence-transformers) ->
                                               SentenceEncoder
 
-`zoo.converters.hub_builders` builds ready models (image normalisation, label names,
-tokenizers) from folders laid out as the hub has them, for `zoo.hub`'s `hf://` handles;
-`zoo.converters.marian_graph` is OPUS-MT's tokenizer in a TensorFlow graph, for export.
+`zoo.hub.builders` builds ready models (image normalisation, label names,
+tokenizers) from folders laid out as the hub has them, for `zoo.hub.handles`'s `hf://` handles;
+`zoo.text.marian_graph` is OPUS-MT's tokenizer in a TensorFlow graph, for export.
 """
 
 from zoo.converters.hf_vit import vit_from_hf, vit_from_timm

@@ -1,4 +1,4 @@
-"""Vision Transformer checkpoints from Hugging Face and timm into `zoo.vit.VisionTransformer`.
+"""Vision Transformer checkpoints from Hugging Face and timm into `zoo.models.vit.model.VisionTransformer`.
 
 Both layouts are the paper's pre-norm ViT with a class token, so every tensor has a place in
 our model; only the memory layout changes:
@@ -37,7 +37,7 @@ from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_act
                                      load_config, load_tensors, set_attention, set_layer_norm,
                                      set_linear)
 from zoo.errors import UserError
-from zoo.vit import VisionTransformer
+from zoo.models.vit.model import VisionTransformer
 
 # Each role of an encoder block: the Transformers 5 (in-memory) name, then the name in
 # checkpoint files (and in Transformers 4), under "vit.layers.{i}." / "vit.encoder.layer.{i}.".

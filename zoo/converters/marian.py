@@ -1,4 +1,4 @@
-"""Marian / OPUS-MT checkpoints (Hugging Face `MarianMTModel`) into `zoo.translator.Translator`.
+"""Marian / OPUS-MT checkpoints (Hugging Face `MarianMTModel`) into `zoo.models.translator.model.Translator`.
 
 Marian is the paper's post-norm encoder-decoder, so each tensor has a place in `Translator`;
 the differences from our defaults become `Translator` options:
@@ -19,7 +19,7 @@ where present they are checked against our table.
 
 Tokens: without a tokenizer the converted model works on token ids (`Translator.search` /
 `generate`; sources end with the eos id 0 and are padded with `pad_id`). Pass
-`tokenizer=zoo.marian_tokenizer.MarianTokenizer.from_folder(folder)` (OPUS-MT's
+`tokenizer=zoo.text.marian.MarianTokenizer.from_folder(folder)` (OPUS-MT's
 `source.spm`, `target.spm` and `vocab.json`) to make it translate text; a checkpoint folder
 holding those files gets it by itself, and so do hub handles
 (`zoo.load("hf://Helsinki-NLP/...")`).
@@ -29,7 +29,7 @@ Example (a folder with `model.safetensors` and `config.json`, downloaded beforeh
     >>> from zoo.converters.marian import translator_from_marian
     >>> model = translator_from_marian("opus-mt-en-de/")   # doctest: +SKIP
     >>> tokens, _ = model.search(source_ids, beam_size=1)   # doctest: +SKIP
-    >>> from zoo.marian_tokenizer import MarianTokenizer
+    >>> from zoo.text.marian import MarianTokenizer
     >>> model = translator_from_marian(                     # doctest: +SKIP
     ...     "opus-mt-en-de/", tokenizer=MarianTokenizer.from_folder("opus-mt-en-de/"))
     >>> model.translate(["A dog runs."], beam_size=1)       # doctest: +SKIP
@@ -48,8 +48,8 @@ from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_act
                                      load_config, load_tensors, set_attention, set_layer_norm,
                                      set_linear)
 from zoo.errors import UserError
-from zoo.marian_tokenizer import MarianTokenizer
-from zoo.translator import Translator
+from zoo.text.marian import MarianTokenizer
+from zoo.models.translator.model import Translator
 
 _EMBEDDING_NAMES = ("model.shared.weight", "model.encoder.embed_tokens.weight",
                     "model.decoder.embed_tokens.weight", "lm_head.weight")

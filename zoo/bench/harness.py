@@ -3,7 +3,7 @@
     zoo bench [--work NAME ...] [--rounds N] [--seconds S] [--output FILE.json] [--dry-run]
 
 Every (system, work) runs in a process of its own (one Keras backend per process:
-`zoo.bench_workers`; the GPU works' in `zoo.bench_gpu`), and the whole list is repeated
+`zoo.bench.workers`; the GPU works' in `zoo.bench.gpu`), and the whole list is repeated
 `--rounds` times, interleaved, so that
 noise from other jobs on the machine hits every system alike; each one's best round is kept.
 The table gives every rate and its ratio to the zoo's fastest backend on the same work; the
@@ -115,10 +115,10 @@ SETTINGS: dict[str, Any] = {
     "precision": "float32",
 }
 
-# The GPU works' models (the CPU works' are in `zoo.bench_workers`).
+# The GPU works' models (the CPU works' are in `zoo.bench.workers`).
 VIT_B16 = {"image_size": 224, "patch_size": 16, "num_layers": 12, "hidden_dim": 768,
            "num_heads": 12, "intermediate_dim": 3072, "num_classes": 1000}
-# zoo/vit_presets.py's "vit-cifar-small" less its dropout (tests/zoo/test_bench.py checks).
+# zoo/models/vit/architectures.py's "vit-cifar-small" less its dropout (tests/zoo/test_bench.py checks).
 VIT_CIFAR_SMALL = {"image_size": 32, "patch_size": 4, "num_layers": 7, "hidden_dim": 384,
                    "num_heads": 8, "intermediate_dim": 384, "num_classes": 10}
 MT_BASE = {"vocabulary_size": 32000, "hidden_dim": 512, "num_encoder_layers": 6,
@@ -254,7 +254,7 @@ def run_worker(job: Job, seconds: float, timeout: float = 900.0,
     with `error` or `skipped`."""
     env = dict(os.environ, KERAS_BACKEND=job.backend if job.backend in (
         "tensorflow", "jax", "torch") else "tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "zoo.bench_workers", job.work, job.system, job.backend,
+    command = [sys.executable, "-m", "zoo.bench.workers", job.work, job.system, job.backend,
                "--seconds", str(seconds)] + (["--dry-run"] if dry_run else [])
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
@@ -433,7 +433,7 @@ def versions() -> dict[str, str]:
 def results_path(name: str) -> Path:
     """benchmarks/results/NAME.json beside the source tree (else under the current folder):
     where every benchmark of the zoo writes its JSON."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     folder = root / "benchmarks" if (root / "benchmarks").is_dir() else Path("benchmarks")
     return folder / "results" / f"{name}.json"
 
@@ -511,7 +511,7 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
 
 
 def add_arguments(parser: Any) -> None:
-    """The flags of `zoo bench` (zoo/cli.py registers the subcommand)."""
+    """The flags of `zoo bench` (zoo/cli/main.py registers the subcommand)."""
     parser.add_argument("--work", action="append", choices=list(WORKS) + list(GROUPS),
                         metavar="NAME",
                         help="work to measure, repeatable: " + ", ".join(WORKS)

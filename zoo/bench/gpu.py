@@ -1,8 +1,8 @@
 """The GPU works of `zoo bench` (`--work gpu`): ANCHORS.md's "Measured on a lent H100" table.
 
-    python -m zoo.bench_workers vit-b16-train zoo jax [--seconds S] [--dry-run]
+    python -m zoo.bench.workers vit-b16-train zoo jax [--seconds S] [--dry-run]
 
-One job per process, as the CPU works (`zoo.bench_workers` hands these works here). Where a
+One job per process, as the CPU works (`zoo.bench.workers` hands these works here). Where a
 GPU is present (JAX: `jax.devices()[0].platform == "gpu"`; torch: `torch.cuda.is_available()`)
 the model and its synthetic inputs are put on it before the warm-up and run in bfloat16
 mixed precision: Keras' `mixed_bfloat16` policy, `torch.autocast(dtype=torch.bfloat16)`;
@@ -12,7 +12,7 @@ weights and optimizer state stay float32 in both. Every step ends with its resul
 same code runs in float32; `ZOO_BENCH_PRECISION=bfloat16` (or `float32`) overrides the choice,
 to try the bf16 path on a CPU before a loan.
 
-Each result records the device, the precision and the settings (`zoo.bench.gpu_work_settings`)
+Each result records the device, the precision and the settings (`zoo.bench.harness.gpu_work_settings`)
 that its worker actually ran.
 """
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from zoo.bench import WORKS, device, gpu_work_settings
-from zoo.bench_workers import (
+from zoo.bench.harness import WORKS, device, gpu_work_settings
+from zoo.bench.workers import (
     CACHE,
     keras_vit_model,
     measure,
@@ -182,7 +182,7 @@ def keras_translation_model(system: str, settings: dict) -> Any:
     keras.utils.set_random_seed(0)
     if system == "zoo":
         from zoo.training.text_batches import END_ID
-        from zoo.translator import Translator
+        from zoo.models.translator.model import Translator
 
         # The end token suppressed: every sentence gets all its new tokens (HF's
         # `min_new_tokens`).

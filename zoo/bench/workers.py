@@ -1,12 +1,12 @@
 """The processes of `zoo bench`: one (work, system, backend) each, one result line out.
 
-    python -m zoo.bench_workers WORK SYSTEM BACKEND [--seconds S] [--dry-run]
+    python -m zoo.bench.workers WORK SYSTEM BACKEND [--seconds S] [--dry-run]
 
 Each worker builds its model with random weights (the same shapes for every system; see
-`zoo.bench.WORKS`), warms it up, then repeats the work for `--seconds` and prints
+`zoo.bench.harness.WORKS`), warms it up, then repeats the work for `--seconds` and prints
 `BENCH_RESULT [{"rate": ..., "unit": ...}, ...]` (the rate over the timed calls). Set
-`KERAS_BACKEND` before starting one: `zoo.bench` does. The GPU works (`zoo.bench.GROUPS`)
-are in `zoo.bench_gpu`. `--dry-run` makes every `measure` one warm-up and one timed call
+`KERAS_BACKEND` before starting one: `zoo.bench.harness` does. The GPU works (`zoo.bench.harness.GROUPS`)
+are in `zoo.bench.gpu`. `--dry-run` makes every `measure` one warm-up and one timed call
 (and the GPU works tiny).
 """
 
@@ -26,15 +26,15 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from zoo.bench import GROUPS, RESULT_PREFIX, SETTINGS, VIT_B16, WORKS
-from zoo.runtime import use_onednn
+from zoo.bench.harness import GROUPS, RESULT_PREFIX, SETTINGS, VIT_B16, WORKS
+from zoo.cli.runtime import use_onednn
 
 VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
             "num_heads": 3, "intermediate_dim": 384, "num_classes": 10}
 MT = {"vocabulary_size": 8000, "hidden_dim": 256, "num_encoder_layers": 3,
       "num_decoder_layers": 3, "num_heads": 8, "intermediate_dim": 1024}
 CACHE = Path(os.environ.get("ZOO_BENCH_CACHE", Path(tempfile.gettempdir()) / "zoo-bench"))
-DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared"
+DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared"
                            / "data"))
 
 
@@ -75,7 +75,7 @@ def keras_vit_model(system: str, shape: dict, batch: int) -> tuple[Any, Any]:
     keras.utils.set_random_seed(0)
     size = shape["image_size"]
     if system == "zoo":
-        from zoo.vit import VisionTransformer
+        from zoo.models.vit.model import VisionTransformer
 
         model = VisionTransformer(dropout=0.0, **shape)
         images = np.random.default_rng(0).uniform(0, 255, (batch, size, size, 3))
@@ -242,7 +242,7 @@ def zoo_translation(work: str, seconds: float) -> float:
     import numpy as np
 
     from zoo.training.text_batches import END_ID
-    from zoo.translator import Translator
+    from zoo.models.translator.model import Translator
 
     keras.utils.set_random_seed(0)
     model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)
@@ -374,9 +374,10 @@ def served_translation(seconds: float) -> list[dict]:
     with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt") as f:
         sentences = [next(f).strip() for _ in range(max(SETTINGS["served_batches"]))]
     # One export per version of the code it runs (the layers included), kept across rounds.
-    package = Path(__file__).parent
+    package = Path(__file__).parents[1]
     sources = [package / "serving" / "export.py"]
-    sources += [package / f for f in ("decoding.py", "translator.py")]
+    sources += sorted((package / "generation").glob("*.py"))
+    sources += [package / "models" / "translator" / "model.py"]
     sources += sorted((package.parent / "layers").glob("*.py"))
     code = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()[:12]
     model = zoo.load(name)
@@ -411,7 +412,7 @@ def run(work: str, system: str, seconds: float, dry_run: bool = False) -> list[d
     """One job's results: `[{"rate": ..., "unit": ..., ...}]`."""
     unit = WORKS[work].unit
     if work in GROUPS["gpu"]:
-        from zoo import bench_gpu
+        from zoo.bench import gpu as bench_gpu
 
         return bench_gpu.run(work, system, seconds, dry_run)
     if work == "mt-served":

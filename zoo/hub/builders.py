@@ -1,4 +1,4 @@
-"""Zoo models from checkpoint folders laid out as the hub has them (used by `zoo.hub`).
+"""Zoo models from checkpoint folders laid out as the hub has them (used by `zoo.hub.handles`).
 
 Each builder takes the folder, its parsed `config.json` and a model name, and returns a
 ready model: the ViTs take 0..255 images with the checkpoint's own normalisation built in
@@ -151,7 +151,7 @@ def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
 def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     """A `MarianMTModel` (OPUS-MT) checkpoint as a `Translator` with its tokenizer."""
     from zoo.converters.marian import translator_from_marian
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.text.marian import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(folder)
     pad, eos = config.get("pad_token_id"), config.get("eos_token_id")
@@ -168,7 +168,7 @@ def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
 def build_sentence_encoder(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     """A BERT sentence-transformers folder (mean pooling) as a `SentenceEncoder`."""
     from zoo.converters.minilm import assign_bert_weights, encoder_config
-    from zoo.sentence_encoder import SentenceEncoder
+    from zoo.models.sentence_encoder.model import SentenceEncoder
 
     if not (folder / "vocab.txt").is_file():
         raise FileNotFoundError(f"the sentence encoder needs vocab.txt; there is none in "

@@ -12,7 +12,7 @@ same serialized SentencePiece model:
 Special ids are fixed by `train`: pad 0, unknown 1, start 2, end 3.
 
 `Tokenizer` holds what every tokenizer of a `Translator` shares (checking texts, padding,
-truncating, decoding up to the end id, saving); `zoo.marian_tokenizer.MarianTokenizer`, for
+truncating, decoding up to the end id, saving); `zoo.text.marian.MarianTokenizer`, for
 converted OPUS-MT translators, is the other one.
 """
 
@@ -348,7 +348,7 @@ class SubwordTokenizer(Tokenizer):
         with open(path, "rb") as file:
             data = file.read()
         if data.startswith(_ZIP_MAGIC):
-            from zoo.marian_tokenizer import MarianTokenizer  # it builds on this module
+            from zoo.text.marian import MarianTokenizer  # it builds on this module
 
             return MarianTokenizer.from_bytes(data)
         return cls(data)

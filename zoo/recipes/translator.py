@@ -34,12 +34,12 @@ from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
-from zoo.decoding import check_search_settings
+from zoo.generation.decoding import check_search_settings
 from zoo.errors import UserError
-from zoo.presets import in_run_options
-from zoo.registry import load
-from zoo.tokenizer import SubwordTokenizer
-from zoo.translator import Translator
+from zoo.models.architectures import in_run_options
+from zoo.hub.loader import load
+from zoo.text.tokenizer import SubwordTokenizer
+from zoo.models.translator.model import Translator
 
 # What a run writes at the top of its output folder.
 RUN_FILES = ("tokenizer.model", "checkpoints", "logs", "model.keras", "metrics.json")

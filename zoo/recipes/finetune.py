@@ -9,8 +9,8 @@
     model.fit(images, labels)
 
 `zoo finetune vit --model NAME --data DIR` does all of this from the command line (see
-`zoo.vit_recipe`); `zoo finetune translator --model NAME ...` continues training a translator
-on new pairs with its own tokenizer (see `zoo.translator_recipe`).
+`zoo.recipes.vit`); `zoo finetune translator --model NAME ...` continues training a translator
+on new pairs with its own tokenizer (see `zoo.recipes.translator`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from keras import ops
 from zoo.training.optimizers import relative_variable_path
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
-from zoo.vit import VisionTransformer
+from zoo.models.vit.model import VisionTransformer
 
 
 def _require_vit(model: object) -> VisionTransformer:

@@ -22,8 +22,8 @@ from zoo.layers.token_embedding import TokenEmbedding
 from zoo.layers.transformer_decoder import TransformerDecoderBlock
 from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from zoo.training.text_batches import END_ID, START_ID
-from zoo import translator_presets  # noqa: F401  (registers the architectures)
-from zoo.decoding import (
+from zoo.models.translator import architectures  # noqa: F401  (registers the architectures)
+from zoo.generation.decoding import (
     NEVER,
     beam_search,
     check_search_settings,
@@ -31,13 +31,13 @@ from zoo.decoding import (
     greedy_search,
 )
 from zoo.errors import UserError
-from zoo.presets import (
+from zoo.models.architectures import (
     architecture_config,
     copy_weights,
     load_preset,
     training_option_changes,
 )
-from zoo.tokenizer import SubwordTokenizer
+from zoo.text.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
 
@@ -85,7 +85,7 @@ class Translator(keras.Model):
         `(batch, T, vocabulary_size)` float32 logits for the next target token.
 
     Example (untrained, so the translation is any text; `zoo train translator` trains one):
-    >>> from zoo.tokenizer import SubwordTokenizer
+    >>> from zoo.text.tokenizer import SubwordTokenizer
     >>> tokenizer = SubwordTokenizer.train(["A dog runs.", "Ein Hund rennt."],
     ...                                    vocabulary_size=24)
     >>> model = Translator.from_architecture("transformer-tiny", tokenizer=tokenizer)
@@ -206,7 +206,7 @@ class Translator(keras.Model):
         """A new, untrained translator of a named shape for `tokenizer`'s vocabulary.
 
         Args:
-            name: an architecture of `zoo.translator_presets`, e.g. "transformer-small".
+            name: an architecture of `zoo.models.translator.architectures`, e.g. "transformer-small".
             tokenizer: the subword tokenizer (its size is the vocabulary size).
             **overrides: constructor arguments that replace the architecture's.
 
@@ -341,7 +341,7 @@ class Translator(keras.Model):
             max_length = self.default_max_length(source_ids.shape[1])
         memory, source_mask = self.encode(source_ids)
         # The self-attention cache starts empty: the search grows it to the lengths it
-        # needs (`zoo.decoding.cache_lengths`; one full length for small searches).
+        # needs (`zoo.generation.decoding.cache_lengths`; one full length for small searches).
         self_cache, cross_cache = self.initial_cache(memory, 0)
         if beam_size > 1:
             # Every sentence's rows repeated beam_size times (row b * beam + k), after its

@@ -10,7 +10,7 @@ all-MiniLM-L6-v2 (Reimers & Gurevych, 2019, "Sentence-BERT"):
 
 `SentenceEncoder.embed` tokenizes text with BERT's uncased WordPiece scheme (lowercase, accents
 stripped, punctuation and CJK characters split, `[CLS] ... [SEP]`) from the model's own
-vocabulary (`zoo.sentence_tokenizer.SentenceTokenizer`, whose `tokenize_in_graph` gives the
+vocabulary (`zoo.text.wordpiece.SentenceTokenizer`, whose `tokenize_in_graph` gives the
 same ids with TensorFlow and TF Text ops only, for `zoo export`).
 `zoo.converters.minilm.load_minilm` fills the model with the real weights.
 """
@@ -30,7 +30,7 @@ from zoo.layers.token_embedding import TokenEmbedding
 from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from zoo.layers.validation import positive_int
 from zoo.errors import UserError
-from zoo.sentence_tokenizer import SentenceTokenizer, read_vocabulary
+from zoo.text.wordpiece import SentenceTokenizer, read_vocabulary
 
 # Smallest token count and vector norm divided by, as in sentence-transformers' mean pooling
 # (clamp at 1e-9) and torch.nn.functional.normalize (eps 1e-12).

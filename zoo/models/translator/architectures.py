@@ -1,4 +1,4 @@
-"""Architectures of the Transformer translator (see `zoo.presets`).
+"""Architectures of the Transformer translator (see `zoo.models.architectures`).
 
 `Translator.from_architecture(name, tokenizer)` builds a freshly initialised model of one of
 these shapes; trained translators load with `Translator.from_preset` / `zoo.load`.
@@ -6,7 +6,7 @@ these shapes; trained translators load with `Translator.from_preset` / `zoo.load
 
 from __future__ import annotations
 
-from zoo.presets import register_architecture
+from zoo.models.architectures import register_architecture
 
 
 def _translator(name: str, layers: int, d_model: int, heads: int, d_ff: int, dropout: float,

@@ -19,7 +19,7 @@ The architecture is read from `config.json`:
     ViTForImageClassification      -> VisionTransformer (classifies with `id2label`)
     DeiTForImageClassification[WithTeacher] -> VisionTransformer with a distillation token
     timm ViT (`architecture`, `pretrained_cfg`) -> VisionTransformer (timm's `label_names`)
-    MarianMTModel (OPUS-MT)        -> Translator with a `zoo.marian_tokenizer.MarianTokenizer`
+    MarianMTModel (OPUS-MT)        -> Translator with a `zoo.text.marian.MarianTokenizer`
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
 
 DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification; the
@@ -36,7 +36,7 @@ image processor normalisation (`preprocessor_config.json`, or timm's `mean`/`std
 are resized straight to the model's size (no resize-then-center-crop as DeiT's processor
 does), so such images can score slightly differently from the reference pipeline.
 
-Example (a handle loads through `zoo.load`, the one door; `zoo.registry.resolve` sends it
+Example (a handle loads through `zoo.load`, the one door; `zoo.hub.loader.resolve` sends it
 here):
     >>> import zoo
     >>> model = zoo.load("hf://Helsinki-NLP/opus-mt-en-de")     # doctest: +SKIP
@@ -334,7 +334,7 @@ def _convert(folder: Path, where: str, name: str) -> keras.Model:
     name = re.sub(r"\W", "_", name)
     try:
         kind = architecture(config, folder)
-        from zoo.converters.hub_builders import BUILDERS
+        from zoo.hub.builders import BUILDERS
 
         return BUILDERS[kind](folder, config, name)
     except FileNotFoundError as error:

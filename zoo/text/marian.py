@@ -1,8 +1,8 @@
 """OPUS-MT's tokenizer for converted Marian translators: two SentencePiece models (source and
 target pieces) and one id map (`vocab.json`), as Hugging Face's `MarianTokenizer` reads them.
 
-It has the interface of `zoo.tokenizer.Tokenizer`, so a `Translator` takes it as it takes the
-zoo's own `SubwordTokenizer`; `zoo.converters.marian_graph` is the same tokenizer inside a
+It has the interface of `zoo.text.tokenizer.Tokenizer`, so a `Translator` takes it as it takes the
+zoo's own `SubwordTokenizer`; `zoo.text.marian_graph` is the same tokenizer inside a
 TensorFlow graph, for export.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import sentencepiece
 
 from zoo.errors import UserError
-from zoo.tokenizer import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
+from zoo.text.tokenizer import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
 _MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 _MARIAN_SETTINGS = "settings.json"
@@ -35,7 +35,7 @@ class MarianTokenizer(Tokenizer):
     (with one shared vocabulary it joins them with the source model). A leading language
     code (`>>de<<`, for multilingual OPUS-MT models) is one piece of its own.
 
-    The interface is `zoo.tokenizer.Tokenizer`'s (`encode`, `encode_batch_padded`, `decode`,
+    The interface is `zoo.text.tokenizer.Tokenizer`'s (`encode`, `encode_batch_padded`, `decode`,
     `id_to_piece`, `save`, `pad_id`, `start_id`, `end_id`, `unknown_id`,
     `vocabulary_size`), so a `Translator` takes it as it takes a `SubwordTokenizer`. Marian
     starts every target with the pad id: `start_id == pad_id`.
@@ -204,14 +204,14 @@ class MarianTokenizer(Tokenizer):
 
     def to_keras_hub(self, **kwargs: object) -> object:
         """The same tokenizer inside a TensorFlow graph (TF and TF Text ops only), for
-        export: a `zoo.converters.marian_graph.MarianGraphTokenizer` layer, whose `tokenize`
+        export: a `zoo.text.marian_graph.MarianGraphTokenizer` layer, whose `tokenize`
         gives the ids of `encode(..., add_end=False)` and `detokenize` the texts of `decode`.
         (Named as `SubwordTokenizer`'s graph path, which `zoo.export` calls.)
 
         Args:
             **kwargs: layer arguments (`name`).
         """
-        from zoo.converters.marian_graph import MarianGraphTokenizer  # TensorFlow
+        from zoo.text.marian_graph import MarianGraphTokenizer  # TensorFlow
 
         return MarianGraphTokenizer(self, **kwargs)
 

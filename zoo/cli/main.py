@@ -23,7 +23,7 @@ is done the command ends with a one-line summary and exit status 1 (some lines f
 rest are translated). When the reader of stdout goes away (`zoo translate < big.txt | head`),
 it stops quietly with status 141, as a filter that SIGPIPE ends.
 
-Every command runs TensorFlow with its oneDNN kernels (`zoo.runtime.use_onednn`), which
+Every command runs TensorFlow with its oneDNN kernels (`zoo.cli.runtime.use_onednn`), which
 TensorFlow turns on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX: on a 2-core AVX2
 host they trained 2.0x to 2.3x faster (docs/performance-log.md).
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zoo.errors import FILE_ERRORS, UserError
-from zoo.runtime import use_onednn
+from zoo.cli.runtime import use_onednn
 
 # The zoo's own packages: their errors and warnings are the zoo's.
 OWN_PACKAGES = ("zoo",)
@@ -54,7 +54,7 @@ DEFAULT_VIT = "vit-cifar10"
 
 
 # ---------------------------------------------------------------------- recipe flags
-# Help for the recipe dataclasses' fields (zoo/translator_recipe.py, zoo/vit_recipe.py); a field
+# Help for the recipe dataclasses' fields (zoo/recipes/translator.py, zoo/recipes/vit.py); a field
 # missing here still gets a flag, with a generic help line.
 RECIPE_HELP: dict[str, str] = {
     # shared
@@ -129,10 +129,10 @@ RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
 
 # (command, task) -> the module and dataclass of its recipe.
 RECIPES: dict[tuple[str, str], tuple[str, str]] = {
-    ("train", "translator"): ("zoo.translator_recipe", "TranslatorRecipe"),
-    ("train", "vit"): ("zoo.vit_recipe", "ViTRecipe"),
-    ("finetune", "translator"): ("zoo.translator_recipe", "TranslatorFinetuneRecipe"),
-    ("finetune", "vit"): ("zoo.vit_recipe", "ViTFinetuneRecipe"),
+    ("train", "translator"): ("zoo.recipes.translator", "TranslatorRecipe"),
+    ("train", "vit"): ("zoo.recipes.vit", "ViTRecipe"),
+    ("finetune", "translator"): ("zoo.recipes.translator", "TranslatorFinetuneRecipe"),
+    ("finetune", "vit"): ("zoo.recipes.vit", "ViTFinetuneRecipe"),
 }
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -251,7 +251,7 @@ def recipe_from_args(recipe_class: type, args: argparse.Namespace) -> Any:
 # ---------------------------------------------------------------------- commands
 def cmd_models(args: argparse.Namespace) -> None:
     """`zoo models`: one line per shipped model (name, kind, description)."""
-    from zoo.registry import list_models
+    from zoo.hub.loader import list_models
 
     models = list_models()
     if not models:
@@ -283,9 +283,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     """`zoo translate`: one translation per line of TEXT arguments or stdin, written batch by
     batch; returns 1 when some stdin lines could not be read (see the module's doc)."""
     import zoo
-    from zoo.decoding import check_search_settings
-    from zoo.line_reader import Line, always_ready, batches, stdin_lines
-    from zoo.translator import Translator
+    from zoo.generation.decoding import check_search_settings
+    from zoo.cli.line_reader import Line, always_ready, batches, stdin_lines
+    from zoo.models.translator.model import Translator
 
     model = zoo.load(args.model, expect=Translator)
     # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
@@ -318,7 +318,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             _stdout_to_devnull()
             return 141
     if args.attention:
-        from zoo.plots import plot_alignment
+        from zoo.recipes.plots import plot_alignment
 
         if first is None:
             raise UserError("--attention needs a sentence to draw; none was given")
@@ -339,7 +339,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
 
     import zoo
     from zoo.training.image_files import load_image
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     model = zoo.load(args.model, expect=VisionTransformer)
     images = [load_image(path, image_size=model.image_size) for path in args.images]
@@ -348,7 +348,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
         for label, probability in top:
             print(f"{path}\t{label}\t{probability:.4f}")
     if args.attention:
-        from zoo.plots import plot_attention_overlay
+        from zoo.recipes.plots import plot_attention_overlay
 
         heat = np.asarray(model.attention_rollout(images[0][None]))[0]
         plot_attention_overlay(images[0], heat, args.attention)
@@ -362,7 +362,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     finetune = args.command == "finetune"
     if args.task == "translator":
-        from zoo.translator_recipe import (
+        from zoo.recipes.translator import (
             TranslatorFinetuneRecipe,
             TranslatorRecipe,
             train_translator,
@@ -371,7 +371,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         recipe_class = TranslatorFinetuneRecipe if finetune else TranslatorRecipe
         metrics = train_translator(recipe_from_args(recipe_class, args))
     else:
-        from zoo.vit_recipe import ViTFinetuneRecipe, ViTRecipe, train_vit
+        from zoo.recipes.vit import ViTFinetuneRecipe, ViTRecipe, train_vit
 
         recipe_class = ViTFinetuneRecipe if finetune else ViTRecipe
         metrics = train_vit(recipe_from_args(recipe_class, args))
@@ -382,14 +382,14 @@ def cmd_train(args: argparse.Namespace) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """`zoo evaluate`: BLEU and chrF of a translator, or top-1/top-5 accuracy of a ViT."""
     import zoo
-    from zoo.translator import Translator
-    from zoo.vit import VisionTransformer
+    from zoo.models.translator.model import Translator
+    from zoo.models.vit.model import VisionTransformer
 
     model = zoo.load(args.model,
                      expect=Translator if args.task == "translator" else VisionTransformer)
     if args.task == "translator":
         from zoo.training.text_data import read_lines
-        from zoo.translator_recipe import evaluate_translator
+        from zoo.recipes.translator import evaluate_translator
 
         if not (args.source and args.reference):
             raise UserError("evaluate translator needs --source FILE and --reference FILE")
@@ -398,7 +398,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"BLEU {scores['bleu']:.2f}\tchrF {scores['chrf']:.2f}\t"
               f"sentences {scores['sentences']}\t{scores['signature']}")
     else:
-        from zoo.vit_recipe import evaluate_vit
+        from zoo.recipes.vit import evaluate_vit
 
         if not args.data:
             raise UserError("evaluate vit needs --data DIR (one folder per class)")
@@ -420,7 +420,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_convert(args: argparse.Namespace) -> None:
     """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
     from zoo import converters
-    from zoo.registry import MODEL_FILE, write_manifest
+    from zoo.hub.loader import MODEL_FILE, write_manifest
 
     if args.format != "minilm" and not args.source:
         raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
@@ -578,7 +578,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing model.keras")
     p.set_defaults(func=cmd_convert)
 
-    from zoo import bench  # the standard library only; its workers load the backends
+    from zoo.bench import harness as bench  # the standard library only; its workers load the backends
 
     p = _subcommand(sub, "bench", "time the zoo against timm, keras-hub, Hugging Face and "
                                   "CTranslate2, each in its own process")
@@ -590,7 +590,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
 def _recipe_flags(command: str, task: str) -> list[RecipeField]:
     """The flags of a recipe: read from its source, or (failing that) from the imported
     dataclass, with TensorFlow's start-up chatter filtered."""
-    from zoo.quiet import filtered_stderr, verbose_requested
+    from zoo.cli.quiet import filtered_stderr, verbose_requested
 
     module, class_name = RECIPES[command, task]
     fields = recipe_fields_from_source(module, class_name)
@@ -617,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     `zoo translate` finished, but some stdin lines were not valid UTF-8 (their output lines
     are empty); 141: its stdout was closed early.
     """
-    from zoo.quiet import filtered_stderr, verbose_requested
+    from zoo.cli.quiet import filtered_stderr, verbose_requested
 
     use_onednn()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -663,7 +663,7 @@ def own_warnings_in_one_line(active: bool = True) -> typing.Iterator[None]:
         yield
         return
     original = warnings.formatwarning
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     own = [root / folder for folder in OWN_FOLDERS]
 
     def one_line(message: Any, category: type, filename: str, lineno: int,
@@ -691,8 +691,8 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     """The first mistake in the files and model names a command was given, found without
     loading anything: an unknown model name, a missing model path, image, data file or
     checkpoint."""
-    import zoo.registry as registry
-    from zoo.hub import is_handle  # a hub-layout folder converts when loaded, not here
+    import zoo.hub.loader as registry
+    from zoo.hub.handles import is_handle  # a hub-layout folder converts when loaded, not here
 
     model = getattr(args, "model", None)
     if (args.command in ("translate", "classify", "evaluate", "export")
@@ -734,6 +734,3 @@ def _translate_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
             return action.choices["translate"]
     return parser
 
-
-if __name__ == "__main__":
-    sys.exit(main())

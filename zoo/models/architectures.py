@@ -6,7 +6,7 @@ gives a freshly initialised (untrained) model: `Translator.from_architecture(nam
 `from_preset` / `zoo.load` (a shipped name, a model file or folder, a hub handle), as in
 keras-hub, where a preset means trained weights.
 
-Architectures are declared next to their model (zoo/vit_presets.py, zoo/translator.py) with
+Architectures are declared next to their model (zoo/models/vit/architectures.py, zoo/models/translator/model.py) with
 `register_architecture`, in the spirit of timm's `register_model`: one entry per name, one
 builder per model class, and the same checks everywhere.
 """
@@ -94,7 +94,7 @@ def load_preset(cls: type, name: str) -> Any:
             f"{name!r} is an architecture, not trained weights: build an untrained model with "
             f"{cls.__name__}.from_architecture({name!r}, ...), or give from_preset a shipped "
             "name (zoo models), a model file or a hub handle")
-    from zoo.registry import load
+    from zoo.hub.loader import load
 
     return load(name, expect=cls)
 

@@ -39,11 +39,11 @@ from zoo.layers.patch_embedding import PatchEmbedding
 from zoo.layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
 from zoo.layers.transformer_encoder import TransformerEncoderBlock, head_size
 from zoo.layers.validation import image_size_pair, is_int, positive_int
-from zoo.attention_rollout import attention_rollout as rollout_attention_maps
+from zoo.models.vit.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.errors import UserError
-from zoo.image_batch import as_image_batch
-from zoo import vit_presets  # noqa: F401  (registers the architectures)
-from zoo.presets import (
+from zoo.models.vit.image_batch import as_image_batch
+from zoo.models.vit import architectures  # noqa: F401  (registers the architectures)
+from zoo.models.architectures import (
     architecture_config, architectures, copy_weights, load_preset, training_option_changes)
 
 POOLINGS = ("cls", "gap")
@@ -426,7 +426,7 @@ class VisionTransformer(keras.Model):
                           head_fusion: str = "mean") -> np.ndarray:
         """Which patches the prediction draws on: attention rollout over all blocks.
 
-        See `zoo.attention_rollout.attention_rollout` (Abnar & Zuidema, 2020). With "cls"
+        See `zoo.models.vit.attention_rollout.attention_rollout` (Abnar & Zuidema, 2020). With "cls"
         pooling the class token's row is read out (with a distillation token too: its own
         row is not used), with "gap" the mean of all rows.
 
@@ -552,7 +552,7 @@ class VisionTransformer(keras.Model):
     @classmethod
     def from_architecture(cls, name: str, num_classes: int | None = None,
                           **overrides: Any) -> "VisionTransformer":
-        """A freshly initialised (untrained) model of a named shape (see `zoo.vit_presets`).
+        """A freshly initialised (untrained) model of a named shape (see `zoo.models.vit.architectures`).
 
         Args:
             name: an architecture name, e.g. "vit-b16-224" or "vit-cifar-tiny".

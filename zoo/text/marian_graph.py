@@ -1,4 +1,4 @@
-"""`zoo.marian_tokenizer.MarianTokenizer` inside a TensorFlow graph, for SavedModel export.
+"""`zoo.text.marian.MarianTokenizer` inside a TensorFlow graph, for SavedModel export.
 
 Only TensorFlow and TF Text ops: a TF Text `SentencepieceTokenizer` over the source model
 cuts text into piece strings, a `tf.lookup.StaticHashTable` numbers them with `vocab.json`
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 if TYPE_CHECKING:
-    from zoo.marian_tokenizer import MarianTokenizer
+    from zoo.text.marian import MarianTokenizer
 
 _META_SYMBOL = "\u2581"
 # Hugging Face's clean_up_tokenization, as (pattern, replacement) for tf.strings.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo mode
 
 # zoo/saved_models/ in a wheel, the repository's saved_models/ in a checkout (or an editable
 # install), or ZOO_MODELS_DIR.
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # zoo/
 MODELS_DIR = Path(os.environ.get("ZOO_MODELS_DIR", _PACKAGE / "saved_models"
                                  if (_PACKAGE / "saved_models").is_dir()
                                  else _PACKAGE.parent / "saved_models"))
@@ -170,7 +170,7 @@ def _fetch(url: str, destination: Path, timeout: float) -> str:
 def resolve(name_or_path: str) -> Path:
     """The local `.keras` file for a shipped name, a path (file or model folder), a URL, or
     a hub handle (`hf://ORG/NAME[@REVISION]`, or a folder laid out as the hub has it), which
-    `zoo.hub` converts on first use and keeps.
+    `zoo.hub.handles` converts on first use and keeps.
 
     URLs are downloaded once into the cache (see `download`); the sha256 is checked when the
     URL ends with `#sha256=<hex>`.
@@ -192,7 +192,7 @@ def resolve(name_or_path: str) -> Path:
         return path
     if name_or_path.startswith(("http://", "https://")):
         return download(name_or_path)
-    from zoo.hub import is_handle, resolve_handle  # hf://ORG/NAME, hub-layout folders
+    from zoo.hub.handles import is_handle, resolve_handle  # hf://ORG/NAME, hub-layout folders
 
     if is_handle(name_or_path):
         return resolve_handle(name_or_path)
@@ -216,7 +216,7 @@ def load(name_or_path: str, compile: bool = False,
         name_or_path: a shipped name (`zoo.list_models()`), a `.keras` file or a folder
             holding `model.keras`, an `https://...#sha256=...` URL, or a hub handle
             (`hf://ORG/NAME[@REVISION]`, or a folder laid out as the hub has it; see
-            `zoo.hub`).
+            `zoo.hub.handles`).
         compile: restore the training configuration too (for further `fit` calls you may
             also `compile` yourself).
         expect: the model class the caller needs (e.g. `VisionTransformer`); another class
@@ -233,7 +233,7 @@ def load(name_or_path: str, compile: bool = False,
             first mismatched weight and both shapes).
         DownloadError: see `download`.
         FileNotFoundError: a path that does not exist, or a hub handle neither cached nor
-            reachable (see `zoo.hub.resolve_handle`).
+            reachable (see `zoo.hub.handles.resolve_handle`).
     """
     import keras
 
@@ -270,7 +270,7 @@ def load(name_or_path: str, compile: bool = False,
     if expect is not None and not isinstance(model, expect):
         raise UserError(f"{name_or_path!r} is a {type(model).__name__}, not a "
                         f"{expect.__name__}")
-    from zoo.vit import VisionTransformer
+    from zoo.models.vit.model import VisionTransformer
 
     if isinstance(model, VisionTransformer):
         # Keras' own `model.export` takes only a model that was called once (it reads the
@@ -280,9 +280,9 @@ def load(name_or_path: str, compile: bool = False,
 
 
 def _register_classes() -> None:
-    import zoo.sentence_encoder  # noqa: F401  registers the classes for deserialization
-    import zoo.translator  # noqa: F401
-    import zoo.vit  # noqa: F401
+    import zoo.models.sentence_encoder.model  # noqa: F401  registers the classes for deserialization
+    import zoo.models.translator.model  # noqa: F401
+    import zoo.models.vit.model  # noqa: F401
 
 
 def _stored_weights(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -1,7 +1,7 @@
 """Architectures of the Vision Transformer (Dosovitskiy et al., 2021, table 1).
 
 An architecture names a shape, not trained weights: `VisionTransformer.from_architecture(name)`
-builds a freshly initialised model of that shape (see `zoo.presets`). Trained models are
+builds a freshly initialised model of that shape (see `zoo.models.architectures`). Trained models are
 loaded with `VisionTransformer.from_preset` / `zoo.load`.
 
 The ImageNet-scale presets are the paper's ViT-B/16 and ViT-L/16 and the DeiT paper's
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.presets import register_architecture
+from zoo.models.architectures import register_architecture
 
 _IMAGENET = {"image_size": 224, "patch_size": 16, "num_classes": 1000}
 _CIFAR = {"image_size": 32, "patch_size": 4, "num_classes": 10}

@@ -45,10 +45,10 @@ from zoo.training.optimizers import adamw_no_decay_on_norms
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
-from zoo.presets import in_run_options
-from zoo.finetune import freeze_blocks, layer_decay_multipliers, replace_head
-from zoo.registry import load
-from zoo.vit import VisionTransformer
+from zoo.models.architectures import in_run_options
+from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
+from zoo.hub.loader import load
+from zoo.models.vit.model import VisionTransformer
 
 # What a run writes at the top of its output folder.
 RUN_FILES = ("checkpoints", "logs", "data", "model.keras", "metrics.json")
@@ -365,7 +365,7 @@ def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str
     labels = np.array([names.index(folder_classes[i]) for i in labels], "int32")
     scores = evaluate_arrays(model, images, labels)
     if confusion_matrix_path:
-        from zoo.plots import plot_confusion_matrix
+        from zoo.recipes.plots import plot_confusion_matrix
 
         plot_confusion_matrix(scores["confusion_matrix"], names, confusion_matrix_path)
     return scores

@@ -1,0 +1,1 @@
+"""`zoo bench`: the one timing harness, its worker processes and the GPU works."""

@@ -1,0 +1,1 @@
+"""Generation: the searches that turn a decoder into text (greedy, sampling, beam)."""

@@ -1,0 +1,1 @@
+"""The models: the architecture registry, the translator, the Vision Transformer, the sentence encoder."""

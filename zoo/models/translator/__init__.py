@@ -1,0 +1,1 @@
+"""The encoder-decoder Transformer translator and its architectures."""

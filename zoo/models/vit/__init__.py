@@ -1,0 +1,1 @@
+"""The Vision Transformer, its architectures, image batches and attention rollout."""

@@ -1,0 +1,1 @@
+"""The training recipes (`zoo train`, `zoo finetune`, `zoo evaluate`) and their plots."""
