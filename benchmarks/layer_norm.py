@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ["KERAS_BACKEND"] = "tensorflow"
-from zoo.cli.runtime import use_onednn  # noqa: E402
+from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
 import keras  # noqa: E402

@@ -4,7 +4,7 @@
         [--repeats 2]
 
 Each (precision, repeat) runs in its own process (the dtype policy is global), as `zoo train`
-would run it (TensorFlow's oneDNN kernels on, `zoo.cli.runtime.use_onednn`): the
+would run it (TensorFlow's oneDNN kernels on, `zoo.runtime.use_onednn`): the
 architecture with random weights, AdamW, `train_on_batch` on one batch of 128 random 32 x 32
 images, 2 untimed steps then `--steps` timed. Prints images/s and whether the CPU computes
 bfloat16 natively (`zoo.training.precision.cpu_has_native_bfloat16`); writes
@@ -30,7 +30,7 @@ BATCH = 128
 def images_per_second(precision: str, architecture: str, steps: int) -> float:
     """One process's measurement (run as `--worker PRECISION`), TensorFlow's oneDNN kernels
     on as the `zoo` command has them."""
-    from zoo.cli.runtime import use_onednn
+    from zoo.runtime import use_onednn
 
     use_onednn()
     import keras

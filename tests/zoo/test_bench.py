@@ -168,7 +168,7 @@ try:
     raise SystemExit("the broken torchvision imported")
 except RuntimeError:
     pass
-from zoo.bench.workers import torchvision_or_stub
+from zoo.bench.steps import torchvision_or_stub
 note = torchvision_or_stub()
 assert note.startswith("torchvision stubbed (RuntimeError)"), note
 assert torchvision_or_stub() == "torchvision stubbed"  # once only

@@ -154,7 +154,7 @@ def test_user_mistakes_are_one_line_and_bugs_keep_their_traceback(model_reposito
 
 
 def test_use_onednn_asks_for_it_unless_the_environment_chooses():
-    from zoo.cli.runtime import use_onednn
+    from zoo.runtime import use_onednn
 
     environ: dict = {}
     use_onednn(environ, modules={})

@@ -111,7 +111,7 @@ def test_vit_from_hf_refuses_wrong_shapes_and_unused_tensors(hf_vit):
 def test_vit_from_timm_matches_logits():
     if importlib.util.find_spec("timm") is None:
         pytest.skip("timm is not installed")
-    from zoo.bench.workers import import_timm_vision_transformer
+    from zoo.bench.steps import import_timm_vision_transformer
 
     # timm imports torchvision at module level; where PyPI's torchvision cannot load beside
     # the CPU torch, a stub stands in (VisionTransformer uses none of it).

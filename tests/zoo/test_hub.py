@@ -373,7 +373,7 @@ def test_timm_handle_equals_the_same_weights_in_transformers(hub_cache, tmp_path
     from safetensors.torch import load_file
     from transformers import ViTImageProcessorPil
 
-    from zoo.bench.workers import import_timm_vision_transformer
+    from zoo.bench.steps import import_timm_vision_transformer
 
     VisionTransformer, _ = import_timm_vision_transformer()
     timm_model = VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=2,

@@ -247,6 +247,7 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
     pytest.importorskip("transformers")
     from transformers import MarianTokenizer as Reference
 
+    from zoo.text.loading import load_tokenizer
     from zoo.text.marian import MarianTokenizer
 
     ours = MarianTokenizer.from_folder(marian_folder)
@@ -276,8 +277,11 @@ def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
     tokenizer.save(path)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         tokenizer.save(path)
-    # SubwordTokenizer.from_file reads either kind (a translator's stored tokenizer).
-    for loaded in (MarianTokenizer.from_file(path), SubwordTokenizer.from_file(path)):
+    # load_tokenizer reads either kind (a translator's stored tokenizer); SubwordTokenizer's
+    # own from_file refuses the archive in one line.
+    with pytest.raises(ValueError, match="holds a Marian tokenizer.*load_tokenizer"):
+        SubwordTokenizer.from_file(path)
+    for loaded in (MarianTokenizer.from_file(path), load_tokenizer(path)):
         assert isinstance(loaded, MarianTokenizer)
         assert loaded.encode(held_out) == tokenizer.encode(held_out)
         assert loaded.vocabulary == tokenizer.vocabulary

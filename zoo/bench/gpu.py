@@ -22,13 +22,7 @@ import os
 from typing import Any, Callable
 
 from zoo.bench.harness import WORKS, device, gpu_work_settings
-from zoo.bench.workers import (
-    CACHE,
-    keras_vit_model,
-    measure,
-    timm_vit_model,
-    torchvision_or_stub,
-)
+from zoo.bench.steps import CACHE, keras_vit_model, measure, timm_vit_model, torchvision_or_stub
 
 PRECISIONS = ("float32", "bfloat16")
 

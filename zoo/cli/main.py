@@ -23,7 +23,7 @@ is done the command ends with a one-line summary and exit status 1 (some lines f
 rest are translated). When the reader of stdout goes away (`zoo translate < big.txt | head`),
 it stops quietly with status 141, as a filter that SIGPIPE ends.
 
-Every command runs TensorFlow with its oneDNN kernels (`zoo.cli.runtime.use_onednn`), which
+Every command runs TensorFlow with its oneDNN kernels (`zoo.runtime.use_onednn`), which
 TensorFlow turns on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX: on a 2-core AVX2
 host they trained 2.0x to 2.3x faster (docs/performance-log.md).
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zoo.errors import FILE_ERRORS, UserError
-from zoo.cli.runtime import use_onednn
+from zoo.runtime import use_onednn
 
 # The zoo's own packages: their errors and warnings are the zoo's.
 OWN_PACKAGES = ("zoo",)

@@ -38,6 +38,7 @@ from zoo.generation.decoding import check_search_settings
 from zoo.errors import UserError
 from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
+from zoo.text.loading import load_tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 from zoo.models.translator.model import Translator
 
@@ -165,7 +166,7 @@ def _tokenizer(recipe: TranslatorRecipe, train: list,
         return pretrained.require_tokenizer()
     path = Path(recipe.output) / "tokenizer.model"
     if path.exists():  # a resumed run must keep its vocabulary
-        return SubwordTokenizer.from_file(path)
+        return load_tokenizer(path)
     texts = [side for pair in train for side in pair]
     tokenizer = SubwordTokenizer.train(texts, vocabulary_size=recipe.vocabulary_size)
     write_atomically(path, tokenizer.save)  # a kill mid-write must not spoil the resume

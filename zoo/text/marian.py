@@ -152,7 +152,7 @@ class MarianTokenizer(Tokenizer):
 
     def _serialized(self) -> bytes:
         """A zip of `source.spm`, `target.spm`, `vocab.json` and the settings (what `save`
-        writes; `SubwordTokenizer.from_file` reads it back too)."""
+        writes; `zoo.text.loading.load_tokenizer` reads it back too)."""
         end, unknown, pad = self._pieces_of_specials
         settings = {"end_piece": end, "unknown_piece": unknown, "pad_piece": pad,
                     "clean_up_spaces": self.clean_up_spaces}

@@ -32,7 +32,7 @@ from zoo.layers.validation import positive_int
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 # A `MarianTokenizer.save` file is a zip archive; a SentencePiece model is a protobuf.
-_ZIP_MAGIC = b"PK\x03\x04"
+ZIP_MAGIC = b"PK\x03\x04"
 
 
 class Tokenizer:
@@ -339,18 +339,19 @@ class SubwordTokenizer(Tokenizer):
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
         """Reads a tokenizer from a file written by `save`: a SentencePiece `.model` file.
+        (`zoo.text.loading.load_tokenizer` reads a `MarianTokenizer`'s file too.)
 
-        A file written by `MarianTokenizer.save` (a zip archive) gives a `MarianTokenizer`,
-        so a translator's stored tokenizer loads whichever kind it is.
+        Raises:
+            FileNotFoundError: if `path` is not a file.
+            zoo.UserError: if it holds a `MarianTokenizer` (a zip archive).
         """
         if not os.path.isfile(path):
             raise FileNotFoundError(f"tokenizer model file {os.fspath(path)!r} does not exist")
         with open(path, "rb") as file:
             data = file.read()
-        if data.startswith(_ZIP_MAGIC):
-            from zoo.text.marian import MarianTokenizer  # it builds on this module
-
-            return MarianTokenizer.from_bytes(data)
+        if data.startswith(ZIP_MAGIC):
+            raise UserError(f"{os.fspath(path)!r} holds a Marian tokenizer; read it with "
+                            f"zoo.text.loading.load_tokenizer or MarianTokenizer.from_file")
         return cls(data)
 
     @property

@@ -37,6 +37,7 @@ from zoo.models.architectures import (
     load_preset,
     training_option_changes,
 )
+from zoo.text.loading import load_tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
@@ -540,7 +541,7 @@ class Translator(keras.Model):
     def load_assets(self, dir_path: str) -> None:
         path = os.path.join(dir_path, TOKENIZER_ASSET)
         if os.path.exists(path):
-            self.tokenizer = SubwordTokenizer.from_file(path)
+            self.tokenizer = load_tokenizer(path)
 
     def get_config(self) -> dict:
         config = super().get_config()

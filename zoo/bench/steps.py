@@ -1,0 +1,137 @@
+"""What both kinds of `zoo bench` worker build on: the timing loop, the Keras and timm ViTs
+of a shape, and the stand-in for a torchvision that cannot load (`zoo.bench.workers` runs
+the CPU works, `zoo.bench.gpu` the GPU works)."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+CACHE = Path(os.environ.get("ZOO_BENCH_CACHE", Path(tempfile.gettempdir()) / "zoo-bench"))
+
+# Set by `--dry-run`: every `measure` makes one warm-up and one timed call.
+DRY_RUN = False
+
+
+def measure(step: Callable[[], Any], items: int, seconds: float, warmup: int = 2,
+            min_calls: int = 3) -> float:
+    """Items per second over calls of `step` (each must finish its work before returning),
+    after `warmup` untimed calls, for at least `seconds` and `min_calls` calls."""
+    if DRY_RUN:
+        warmup, min_calls, seconds = min(warmup, 1), 1, 0.0
+    for _ in range(warmup):
+        step()
+    calls, started = 0, time.perf_counter()
+    while calls < min_calls or time.perf_counter() - started < seconds:
+        step()
+        calls += 1
+    return items * calls / (time.perf_counter() - started)
+
+
+# ---------------------------------------------------------------------- vision
+def keras_vit_model(system: str, shape: dict, batch: int) -> tuple[Any, Any]:
+    """`(model, images)`: the zoo's VisionTransformer, or keras-hub's ViTBackbone with a
+    Dense head on the class token (its logits in float32, as the zoo's), under the global
+    dtype policy, and `batch` float32 images of the range each expects."""
+    import keras
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    size = shape["image_size"]
+    if system == "zoo":
+        from zoo.models.vit.model import VisionTransformer
+
+        model = VisionTransformer(dropout=0.0, **shape)
+        images = np.random.default_rng(0).uniform(0, 255, (batch, size, size, 3))
+    else:
+        import keras_hub
+
+        backbone = keras_hub.models.ViTBackbone(
+            image_shape=(size, size, 3), patch_size=shape["patch_size"],
+            num_layers=shape["num_layers"], num_heads=shape["num_heads"],
+            hidden_dim=shape["hidden_dim"], mlp_dim=shape["intermediate_dim"])
+        inputs = keras.Input((size, size, 3))
+        outputs = keras.layers.Dense(shape["num_classes"], dtype="float32")(
+            backbone(inputs)[:, 0])
+        model = keras.Model(inputs, outputs)
+        images = np.random.default_rng(0).normal(size=(batch, size, size, 3))
+    return model, images.astype("float32")
+
+
+class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Stands in for torchvision where it cannot load (timm imports it at module level for
+    data transforms and FrozenBatchNorm2d, transformers on importing `MarianMTModel`; the
+    models measured use none of it)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        return _StubModule(spec.name)
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+def torchvision_or_stub() -> str:
+    """Imports torchvision, or stands `_TorchvisionStub` in for it where it does not load
+    beside the CPU torch (PyPI's torchvision, which timm's dependencies and so the `bench`
+    extra install, is a CUDA build whose operators do not register: "operator
+    torchvision::nms does not exist"). Returns a note when it was stubbed, else ""."""
+    if any(isinstance(finder, _TorchvisionStub) for finder in sys.meta_path):
+        return "torchvision stubbed"
+    try:
+        import torchvision  # noqa: F401
+    except Exception as error:  # noqa: BLE001 (a CUDA build without its libraries, etc.)
+        for name in [m for m in sys.modules if m.startswith("torchvision")]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, _TorchvisionStub())
+        return f"torchvision stubbed ({type(error).__name__}); the model does not use it"
+    return ""
+
+
+def import_timm_vision_transformer() -> tuple[Any, str]:
+    """timm's VisionTransformer class, and a note when torchvision had to be stubbed."""
+    note = torchvision_or_stub()
+    from timm.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer, note
+
+
+def timm_vit_model(shape: dict) -> tuple[Any, str]:
+    """timm's VisionTransformer of `shape` (random weights, seed 0), and a note when
+    torchvision had to be stubbed."""
+    import torch
+
+    VisionTransformer, note = import_timm_vision_transformer()
+    torch.manual_seed(0)
+    return VisionTransformer(
+        img_size=shape["image_size"], patch_size=shape["patch_size"],
+        embed_dim=shape["hidden_dim"], depth=shape["num_layers"], num_heads=shape["num_heads"],
+        mlp_ratio=shape["intermediate_dim"] / shape["hidden_dim"],
+        num_classes=shape["num_classes"]), note
+
+
+class _StubModule(types.ModuleType):
+    __path__: list = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _AnyAttribute(name, (), {})
+
+
+class _AnyAttribute(type):
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _AnyAttribute(name, (), {})
