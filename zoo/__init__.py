@@ -5,6 +5,10 @@
     translator.translate(["A man is riding a bicycle."])
     zoo.export(translator, "serving")  # serving/translator/1/, for TensorFlow Serving
 
+The model classes are `zoo.Translator`, `zoo.VisionTransformer` and `zoo.SentenceEncoder`
+(defined in `zoo.models`), the tokenizers `zoo.SubwordTokenizer` and `zoo.MarianTokenizer`
+(`zoo.text`).
+
 `import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
 so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
 A mistake in what the user gave raises `zoo.UserError` (a ValueError; see zoo/errors.py).
@@ -27,17 +31,28 @@ if (not _os.path.isdir(_os.path.join(__path__[0], "layers"))
 # Public name -> the module that defines it and its name there; imported on first access
 # (PEP 562).
 _LAZY = {
+    "MarianTokenizer": ("zoo.text.marian", "MarianTokenizer"),
+    "SentenceEncoder": ("zoo.models.sentence_encoder.model", "SentenceEncoder"),
+    "SubwordTokenizer": ("zoo.text.tokenizer", "SubwordTokenizer"),
+    "Translator": ("zoo.models.translator.model", "Translator"),
     "UserError": ("zoo.errors", "UserError"),
+    "VisionTransformer": ("zoo.models.vit.model", "VisionTransformer"),
     "export": ("zoo.serving.export", "export_model"),
     "list_models": ("zoo.hub.loader", "list_models"),
     "load": ("zoo.hub.loader", "load"),
     "load_weights": ("zoo.hub.loader", "load_weights"),
 }
 
-__all__ = ["UserError", "export", "list_models", "load", "load_weights"]
+__all__ = ["MarianTokenizer", "SentenceEncoder", "SubwordTokenizer", "Translator", "UserError",
+           "VisionTransformer", "export", "list_models", "load", "load_weights"]
 
 if TYPE_CHECKING:
     from zoo.errors import UserError  # noqa: F401
+    from zoo.models.sentence_encoder.model import SentenceEncoder  # noqa: F401
+    from zoo.models.translator.model import Translator  # noqa: F401
+    from zoo.models.vit.model import VisionTransformer  # noqa: F401
+    from zoo.text.marian import MarianTokenizer  # noqa: F401
+    from zoo.text.tokenizer import SubwordTokenizer  # noqa: F401
     from zoo.hub.loader import list_models, load, load_weights  # noqa: F401
     from zoo.serving.export import export_model as export  # noqa: F401
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 from zoo.text.marian import MarianTokenizer
-from zoo.text.tokenizer import ZIP_MAGIC, SubwordTokenizer
+from zoo.text.tokenizer import ZIP_MAGIC, SubwordTokenizer, Tokenizer
 
 
-def load_tokenizer(path: str | os.PathLike) -> SubwordTokenizer:
+def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     """Reads a file written by `SubwordTokenizer.save` (a SentencePiece `.model` file) or by
     `MarianTokenizer.save` (a zip archive): a translator's stored tokenizer, whichever kind.
 
