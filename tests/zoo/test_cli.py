@@ -104,12 +104,13 @@ def test_a_verb_that_does_not_fit_the_model_is_refused_in_one_line(model_reposit
 
 
 def test_a_bug_keeps_its_traceback(model_repository, monkeypatch, capsys):
+    import zoo.cli.commands
     import zoo.cli.main
 
     def broken(args):
         raise ValueError("in user code:\n\n    File 'decoding.py', line 1")
 
-    monkeypatch.setattr(zoo.cli.main, "cmd_models", broken)
+    monkeypatch.setattr(zoo.cli.commands, "cmd_models", broken)
     parser = zoo.cli.main.build_parser
     monkeypatch.setattr(zoo.cli.main, "build_parser",
                         lambda recipes=True: _with_func(parser(recipes), broken))

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import pytest
 
+import zoo.cli.commands
 import zoo.cli.main
 from zoo.training.image_files import load_image
 from zoo.hub import loader as registry
@@ -279,7 +280,7 @@ def test_stdin_is_translated_batch_by_batch_as_it_is_read(repository, monkeypatc
     texts = [f"A dog runs {i} times." if i % 3 else "" for i in range(10)]
     stdin = _Stdin([(t + "\n").encode() for t in texts])
     stdout = _Stdout(stdin)
-    monkeypatch.setattr(zoo.cli.main, "TRANSLATE_BATCH", 4)
+    monkeypatch.setattr(zoo.cli.commands, "TRANSLATE_BATCH", 4)
     monkeypatch.setattr("sys.stdin", stdin)
     monkeypatch.setattr("sys.stdout", stdout)
     assert main([*T, "--beam-size", "1", "--max-length", "6"]) == 0

@@ -72,7 +72,7 @@ def test_recipes_have_a_force_flag_off_by_default(recipe_class):
 
 
 def test_zoo_train_has_a_force_flag():
-    from zoo.cli.main import build_parser
+    from zoo.cli.parser import build_parser
 
     for task in ("translator", "vit"):
         args = build_parser().parse_args(["train", task, "--force"])

