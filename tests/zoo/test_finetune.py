@@ -258,7 +258,8 @@ def test_zoo_finetune_translator_learns_new_pairs_with_its_own_tokenizer(shared_
 
 
 def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(tmp_path):
-    from zoo.recipes.vit import ViTFinetuneRecipe, build_vit
+    from zoo.recipes.settings import ViTFinetuneRecipe
+    from zoo.recipes.vit import build_vit
 
     pretrained = small(num_classes=10)
     pretrained.save(tmp_path / "pre.keras")
@@ -284,7 +285,8 @@ def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(t
 
 
 def test_the_recipe_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_path):
-    from zoo.recipes.vit import ViTFinetuneRecipe, build_vit
+    from zoo.recipes.settings import ViTFinetuneRecipe
+    from zoo.recipes.vit import build_vit
 
     pretrained = small(num_classes=3, class_names=["a", "b", "c"])  # float32, dropout 0
     pretrained.save(tmp_path / "pre.keras")
@@ -305,7 +307,8 @@ def test_the_recipe_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_
 
 
 def test_a_translator_fine_tunes_in_the_runs_precision_with_the_dropout_asked(tmp_path):
-    from zoo.recipes.translator import TranslatorFinetuneRecipe, build_translator
+    from zoo.recipes.settings import TranslatorFinetuneRecipe
+    from zoo.recipes.translator import build_translator
 
     shipped = zoo.load("translator-multi30k-en-de")  # float32, dropout 0.1
     previous = keras.mixed_precision.global_policy()

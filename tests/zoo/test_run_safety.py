@@ -12,8 +12,10 @@ import pytest
 from PIL import Image
 
 from zoo.models import architectures as presets
-from zoo.recipes.translator import TranslatorFinetuneRecipe, TranslatorRecipe, train_translator
-from zoo.recipes.vit import ViTFinetuneRecipe, ViTRecipe, load_images, train_vit
+from zoo.recipes.settings import (TranslatorFinetuneRecipe, TranslatorRecipe, ViTFinetuneRecipe,
+                                  ViTRecipe)
+from zoo.recipes.translator import train_translator
+from zoo.recipes.vit import load_images, train_vit
 
 
 def _png(value: int) -> bytes:

@@ -165,15 +165,6 @@ def test_precision_choices_are_the_trainings():
         assert precision.choices == tuple(PRECISIONS), (command, task)
 
 
-def test_recipe_flags_read_from_source_match_the_dataclasses():
-    import importlib
-
-    for (command, task), (module, class_name) in recipe_flags.RECIPES.items():
-        recipe_class = getattr(importlib.import_module(module), class_name)
-        static = recipe_flags.recipe_fields_from_source(module, class_name)
-        assert static == recipe_flags.recipe_fields(recipe_class), (command, task)
-
-
 @pytest.mark.slow
 def test_successful_commands_write_nothing_on_stderr(shared_data, tmp_path):
     import tarfile

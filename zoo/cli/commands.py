@@ -22,7 +22,7 @@ import sys
 import typing
 from typing import Sequence
 
-from zoo.cli.recipe_flags import recipe_from_args
+from zoo.cli.recipe_flags import RECIPES, recipe_from_args
 from zoo.errors import UserError
 
 
@@ -137,21 +137,15 @@ def cmd_train(args: argparse.Namespace) -> None:
     """`zoo train` / `zoo finetune`: runs the recipe and prints its final metrics as JSON."""
     import json
 
-    finetune = args.command == "finetune"
+    recipe = recipe_from_args(RECIPES[args.command, args.task], args)
     if args.task == "translator":
-        from zoo.recipes.translator import (
-            TranslatorFinetuneRecipe,
-            TranslatorRecipe,
-            train_translator,
-        )
+        from zoo.recipes.translator import train_translator
 
-        recipe_class = TranslatorFinetuneRecipe if finetune else TranslatorRecipe
-        metrics = train_translator(recipe_from_args(recipe_class, args))
+        metrics = train_translator(recipe)
     else:
-        from zoo.recipes.vit import ViTFinetuneRecipe, ViTRecipe, train_vit
+        from zoo.recipes.vit import train_vit
 
-        recipe_class = ViTFinetuneRecipe if finetune else ViTRecipe
-        metrics = train_vit(recipe_from_args(recipe_class, args))
+        metrics = train_vit(recipe)
     print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "recipe")},
                      indent=2))
 

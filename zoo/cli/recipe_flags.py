@@ -1,37 +1,28 @@
 """The flags of `zoo train` and `zoo finetune`, read from the recipe dataclasses' fields.
 
-Every field of a recipe dataclass (zoo/recipes/translator.py, zoo/recipes/vit.py) is one
-`--flag`: its type and default are the field's, its help text and choices are the field's
-`metadata` (as transformers' `HfArgumentParser` reads them), so that each flag is described
-beside the setting it sets. A fine-tuning recipe that gives a field a new default keeps the
-training recipe's help.
-
-The recipe modules import Keras and TensorFlow at their top, and `zoo train vit --help` (or a
-bad flag value) should load neither: `recipe_class_from_source` builds the dataclass from its
-own class statement in the module's source, without running the rest of the module, and the
-flags are read from that class exactly as from the imported one.
+Every field of a recipe dataclass (zoo/recipes/settings.py) is one `--flag`: its type and
+default are the field's, its help text and choices are the field's `metadata` (as
+transformers' `HfArgumentParser` reads them), so that each flag is described beside the
+setting it sets. A fine-tuning recipe that gives a field a new default keeps the training
+recipe's help. The settings module imports no Keras: `zoo train vit --help` stays fast.
 """
 
 from __future__ import annotations
 
-import __future__
 import argparse
-import ast
 import dataclasses
-import importlib
-import importlib.util
-import sys
-import types
 import typing
-from pathlib import Path
 from typing import Any, Sequence
 
-# (command, task) -> the module and dataclass of its recipe.
-RECIPES: dict[tuple[str, str], tuple[str, str]] = {
-    ("train", "translator"): ("zoo.recipes.translator", "TranslatorRecipe"),
-    ("train", "vit"): ("zoo.recipes.vit", "ViTRecipe"),
-    ("finetune", "translator"): ("zoo.recipes.translator", "TranslatorFinetuneRecipe"),
-    ("finetune", "vit"): ("zoo.recipes.vit", "ViTFinetuneRecipe"),
+from zoo.recipes.settings import (TranslatorFinetuneRecipe, TranslatorRecipe, ViTFinetuneRecipe,
+                                  ViTRecipe)
+
+# (command, task) -> the dataclass of its recipe.
+RECIPES: dict[tuple[str, str], type] = {
+    ("train", "translator"): TranslatorRecipe,
+    ("train", "vit"): ViTRecipe,
+    ("finetune", "translator"): TranslatorFinetuneRecipe,
+    ("finetune", "vit"): ViTFinetuneRecipe,
 }
 
 
@@ -72,7 +63,7 @@ def recipe_fields(recipe_class: type) -> list[RecipeField]:
     """The flags of a recipe dataclass, in field order (a base class's first).
 
     Args:
-        recipe_class: a recipe dataclass, imported or built by `recipe_class_from_source`.
+        recipe_class: a recipe dataclass of zoo/recipes/settings.py.
 
     Returns:
         One `RecipeField` per dataclass field; a field without a `help` in its metadata gets
@@ -91,72 +82,9 @@ def recipe_fields(recipe_class: type) -> list[RecipeField]:
     return found
 
 
-def recipe_class_from_source(module: str, class_name: str) -> type | None:
-    """The recipe dataclass `class_name` of `module`, built without importing the module.
-
-    Only the class statement and those of its bases defined in the same module run, in a
-    namespace that holds `dataclasses` alone (the recipe modules import Keras; their
-    dataclasses need nothing but `dataclasses.field`).
-
-    Returns:
-        The dataclass, or None when that is not enough (its module is missing, or its class
-        statement needs another name); the caller then imports the module.
-    """
-    try:
-        spec = importlib.util.find_spec(module)
-        source = Path(spec.origin).read_text(encoding="utf-8")  # type: ignore[union-attr, arg-type]
-        tree = ast.parse(source)
-    except (ImportError, AttributeError, TypeError, OSError, SyntaxError, ValueError):
-        return None
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    statements: list[ast.stmt] = []
-
-    def add(name: str) -> None:  # a class after its bases
-        for base in classes[name].bases:
-            if isinstance(base, ast.Name) and base.id in classes:
-                add(base.id)
-        if classes[name] not in statements:
-            statements.append(classes[name])
-
-    # The classes run in a module of their own, not under the recipe module's name (that
-    # stays free for the real module's import); `dataclasses.dataclass` looks their module up
-    # in sys.modules while it reads the string annotations, so it is registered meanwhile.
-    stand_in = types.ModuleType(f"{module}:recipe-classes")
-    stand_in.dataclasses = dataclasses  # type: ignore[attr-defined]
-    sys.modules[stand_in.__name__] = stand_in
-    try:
-        add(class_name)
-        code = compile(ast.Module(body=statements, type_ignores=[]), spec.origin, "exec",
-                       flags=__future__.annotations.compiler_flag, dont_inherit=True)
-        exec(code, stand_in.__dict__)  # noqa: S102 - the zoo's own class statements only
-    # Whatever stops the class statements from running alone (a NameError, most likely) only
-    # means that the module must be imported.
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        del sys.modules[stand_in.__name__]
-    recipe_class = getattr(stand_in, class_name, None)
-    return recipe_class if dataclasses.is_dataclass(recipe_class) else None
-
-
-def recipe_fields_from_source(module: str, class_name: str) -> list[RecipeField] | None:
-    """The flags of a recipe dataclass without importing its module (see
-    `recipe_class_from_source`); None when the class cannot be built that way."""
-    recipe_class = recipe_class_from_source(module, class_name)
-    return None if recipe_class is None else recipe_fields(recipe_class)
-
-
 def fields_of_recipe(command: str, task: str) -> list[RecipeField]:
-    """The flags of `zoo COMMAND TASK`: read without importing the recipe module, or (failing
-    that) from the imported dataclass, with TensorFlow's start-up chatter filtered."""
-    from zoo.cli.quiet import filtered_stderr, verbose_requested
-
-    module, class_name = RECIPES[command, task]
-    fields = recipe_fields_from_source(module, class_name)
-    if fields is None:
-        with filtered_stderr(verbose_requested(sys.argv)):
-            fields = recipe_fields(getattr(importlib.import_module(module), class_name))
-    return fields
+    """The flags of `zoo COMMAND TASK`."""
+    return recipe_fields(RECIPES[command, task])
 
 
 def _optional(kind: type) -> Any:

@@ -17,7 +17,6 @@ unless `force` is set (see `zoo.training.checkpointing.prepare_run_folder`).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.decoding import check_search_settings
 from zoo.errors import UserError
+from zoo.recipes.settings import TranslatorRecipe
 from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
 from zoo.text.loading import load_tokenizer
@@ -44,104 +44,6 @@ from zoo.models.translator.model import Translator
 
 # What a run writes at the top of its output folder.
 RUN_FILES = ("tokenizer.model", "checkpoints", "logs", "model.keras", "metrics.json")
-
-
-@dataclasses.dataclass
-class TranslatorRecipe:
-    """Settings of a translator training run (each is a `zoo train translator` flag, whose
-    help and choices are the field's metadata).
-
-    Data comes from one of: `multi30k` (a folder of Multi30k raw files), `source`/`target`
-    (two aligned text files, with `validation_source`/`validation_target`), or `tsv` (a
-    tab-separated file or a zip member `archive.zip:member`, a validation split held out).
-
-    With `model` (a shipped name or a `.keras` path) the run continues training that
-    translator on the new pairs, with its own tokenizer and architecture (`architecture` and
-    `vocabulary_size` are then ignored; `dropout` and `precision` apply).
-    """
-
-    output: str = dataclasses.field(default="runs/translator", metadata={
-        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
-    model: str | None = dataclasses.field(default=None, metadata={
-        "help": "start from this trained model (shipped name, .keras path or hub handle) "
-                "instead of training ARCHITECTURE from scratch"})
-    multi30k: str | None = dataclasses.field(default=None, metadata={
-        "help": "folder of the Multi30k raw files (train/val .en/.de, optionally .gz)"})
-    source_lang: str = dataclasses.field(default="en", metadata={
-        "help": "source language code"})
-    target_lang: str = dataclasses.field(default="de", metadata={
-        "help": "target language code"})
-    source: str | None = dataclasses.field(default=None, metadata={
-        "help": "training source sentences, one per line (with --target)"})
-    target: str | None = dataclasses.field(default=None, metadata={
-        "help": "training target sentences, aligned with --source"})
-    validation_source: str | None = dataclasses.field(default=None, metadata={
-        "help": "validation source sentences (with --source/--target)"})
-    validation_target: str | None = dataclasses.field(default=None, metadata={
-        "help": "validation target sentences, aligned with --validation-source"})
-    tsv: str | None = dataclasses.field(default=None, metadata={
-        "help": "tab-separated source/target pairs: FILE or ARCHIVE.zip:MEMBER (a validation "
-                "split is held out)"})
-    limit: int | None = dataclasses.field(default=None, metadata={
-        "help": "use at most this many training pairs ('none': all)"})
-    validation_limit: int | None = dataclasses.field(default=500, metadata={
-        "help": "score at most this many validation pairs ('none': all)"})
-    architecture: str = dataclasses.field(default="transformer-multi30k", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
-    vocabulary_size: int = dataclasses.field(default=8000, metadata={
-        "help": "subword vocabulary size of a new tokenizer"})
-    max_length: int = dataclasses.field(default=64, metadata={
-        "help": "longest sequence in tokens; longer pairs are cut"})
-    epochs: int = dataclasses.field(default=20, metadata={
-        "help": "passes over the training data"})
-    batch_size: int = dataclasses.field(default=128, metadata={
-        "help": "examples per training step"})
-    warmup_steps: int = dataclasses.field(default=4000, metadata={
-        "help": "linear warm-up steps of the inverse-square-root schedule"})
-    learning_rate_scale: float = dataclasses.field(default=1.0, metadata={
-        "help": "factor on the paper's schedule d_model^-0.5 * min(step^-0.5, step * "
-                "warmup^-1.5) (ignored with --learning-rate)"})
-    learning_rate: float | None = dataclasses.field(default=None, metadata={
-        "help": "peak learning rate ('none' keeps the paper's schedule)"})
-    label_smoothing: float = dataclasses.field(default=0.1, metadata={
-        "help": "label-smoothing factor of the cross-entropy loss"})
-    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
-        "help": "clip each gradient to this global norm ('none': no clipping)"})
-    dropout: float | None = dataclasses.field(default=None, metadata={
-        "help": "dropout rate overriding the architecture's ('none': its own)"})
-    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
-    # reads them without Keras (a test keeps the two equal).
-    precision: str = dataclasses.field(default="float32", metadata={
-        "help": "compute precision (mixed precision keeps float32 variables)",
-        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
-    beam_size: int = dataclasses.field(default=4, metadata={
-        "help": "beam width of the validation translations"})
-    alpha: float = dataclasses.field(default=0.6, metadata={
-        "help": "length-penalty exponent of beam search"})
-    evaluate_every: int = dataclasses.field(default=1, metadata={
-        "help": "score BLEU/chrF on the validation set every N epochs"})
-    average_last: int = dataclasses.field(default=1, metadata={
-        "help": "at the end, average the weights of the last N epoch checkpoints and keep the "
-                "average if its validation BLEU is at least the last epoch's"})
-    seed: int = dataclasses.field(default=0, metadata={
-        "help": "random seed of initialisation, shuffling and augmentation"})
-    force: bool = dataclasses.field(default=False, metadata={
-        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
-                "checkpoints) or files the run did not write"})
-
-
-@dataclasses.dataclass
-class TranslatorFinetuneRecipe(TranslatorRecipe):
-    """`zoo finetune translator`: continued training of a pretrained translator on new
-    in-domain pairs (few epochs, a short warm-up to a small peak learning rate). A field given
-    a new default here keeps the training recipe's help."""
-
-    output: str = "runs/translator-finetune"
-    model: str | None = "translator-multi30k-en-de"
-    epochs: int = 5
-    warmup_steps: int = 100
-    learning_rate: float | None = 1e-4
-    batch_size: int = 64
 
 
 def check_recipe(recipe: TranslatorRecipe) -> None:

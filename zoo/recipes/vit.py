@@ -18,7 +18,6 @@ unless `force` is set (see `zoo.training.checkpointing.prepare_run_folder`).
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import math
 import os
@@ -45,6 +44,7 @@ from zoo.training.optimizers import adamw_no_decay_on_norms
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
+from zoo.recipes.settings import ViTRecipe
 from zoo.models.architectures import in_run_options
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.hub.loader import load
@@ -53,107 +53,6 @@ from zoo.models.vit.model import VisionTransformer
 # What a run writes at the top of its output folder.
 RUN_FILES = ("checkpoints", "logs", "data", "model.keras", "metrics.json")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-
-
-@dataclasses.dataclass
-class ViTRecipe:
-    """Settings of a ViT training run (each is a `zoo train vit` flag, whose help and choices
-    are the field's metadata).
-
-    `data` is a folder with one sub-folder of images per class, a `.tar.gz` of one (it is
-    extracted into the output folder), or a folder of MNIST-style IDX files such as
-    Fashion-MNIST's; `validation_size` images are held out from it.
-
-    With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
-    training `architecture` from scratch: its head is replaced when the classes differ, its position
-    embeddings are interpolated when `image_size` differs, the embeddings and the first
-    `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
-    learning rates.
-    """
-
-    output: str = dataclasses.field(default="runs/vit", metadata={
-        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
-    data: str | None = dataclasses.field(default=None, metadata={
-        "help": "images: a folder with one subfolder per class, a .tar.gz of one, or a folder "
-                "of MNIST-style IDX files"})
-    model: str | None = dataclasses.field(default=None, metadata={
-        "help": "start from this trained model (shipped name, .keras path or hub handle) "
-                "instead of training ARCHITECTURE from scratch"})
-    freeze_blocks: int = dataclasses.field(default=0, metadata={
-        "help": "with --model: keep the embeddings and the first N blocks fixed"})
-    layer_decay: float = dataclasses.field(default=1.0, metadata={
-        "help": "layer-wise learning-rate decay (1: none; lower blocks learn slower)"})
-    validation_size: int = dataclasses.field(default=5000, metadata={
-        "help": "images held out for validation"})
-    limit_per_class: int | None = dataclasses.field(default=None, metadata={
-        "help": "use at most this many images per class ('none': all)"})
-    architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
-    image_size: int = dataclasses.field(default=32, metadata={
-        "help": "side of the square images the model sees (images are resized)"})
-    epochs: int = dataclasses.field(default=200, metadata={
-        "help": "passes over the training data"})
-    batch_size: int = dataclasses.field(default=128, metadata={
-        "help": "examples per training step"})
-    # 1e-3 (the 6.3M-parameter CIFAR ViT's published rate, with Adam) collapsed this recipe's
-    # vit-cifar-small to ~30% within 10 epochs, in bfloat16 and float32 alike; 3e-4 trained it
-    # to 77.1% in 200 epochs (docs/training-runs.md, GPU runs of 2026-11-25).
-    learning_rate: float = dataclasses.field(default=3e-4, metadata={
-        "help": "peak learning rate"})
-    weight_decay: float = dataclasses.field(default=0.05, metadata={
-        "help": "AdamW weight decay (not applied to norms and biases)"})
-    warmup_epochs: int = dataclasses.field(default=5, metadata={
-        "help": "linear warm-up epochs before the cosine decay"})
-    label_smoothing: float = dataclasses.field(default=0.1, metadata={
-        "help": "label-smoothing factor of the cross-entropy loss"})
-    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
-        "help": "clip each gradient to this global norm ('none': no clipping)"})
-    ema_momentum: float | None = dataclasses.field(default=None, metadata={
-        "help": "keep an exponential moving average of the weights with this momentum per "
-                "step (e.g. 0.999): validation scores it and the final model is it ('none': "
-                "no average; set it when a run starts)"})
-    dropout: float | None = dataclasses.field(default=None, metadata={
-        "help": "dropout rate overriding the architecture's ('none': its own)"})
-    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
-    # reads them without Keras (a test keeps the two equal).
-    precision: str = dataclasses.field(default="float32", metadata={
-        "help": "compute precision (mixed precision keeps float32 variables)",
-        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
-    augment: bool = dataclasses.field(default=True, metadata={
-        "help": "random crop and flip"})
-    rand_augment: bool = dataclasses.field(default=True, metadata={
-        "help": "RandAugment on top of --augment"})
-    rand_augment_magnitude: float = dataclasses.field(default=0.9, metadata={
-        "help": "RandAugment strength in [0, 1], the paper's M / 10 (DeiT: 0.9; short runs "
-                "on small data often do better with 0.5)"})
-    rand_augment_ops: int = dataclasses.field(default=2, metadata={
-        "help": "RandAugment operations per image (the paper's N)"})
-    mix: str = dataclasses.field(default="none", metadata={
-        "help": "batch mixing of images and labels", "choices": ("none", "mixup", "cutmix")})
-    query_key_norm: bool = dataclasses.field(default=False, metadata={
-        "help": "LayerNorm on every head's queries and keys (ViT-22B): keeps attention from "
-                "collapsing at a high learning rate (a new model only)"})
-    seed: int = dataclasses.field(default=0, metadata={
-        "help": "random seed of initialisation, shuffling and augmentation"})
-    force: bool = dataclasses.field(default=False, metadata={
-        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
-                "checkpoints) or files the run did not write"})
-
-
-@dataclasses.dataclass
-class ViTFinetuneRecipe(ViTRecipe):
-    """`zoo finetune vit`: the recipe with fine-tuning defaults (a pretrained model, few
-    epochs, a short warm-up, layer-wise decay, no RandAugment). Its learning rate is set here
-    too, so that it stays 3e-4 whatever the training recipe's default becomes. A field given a
-    new default here keeps the training recipe's help."""
-
-    output: str = "runs/vit-finetune"
-    model: str | None = "vit-cifar10"
-    layer_decay: float = 0.75
-    epochs: int = 5
-    learning_rate: float = 3e-4
-    warmup_epochs: int = 1
-    rand_augment: bool = False
 
 
 def check_recipe(recipe: ViTRecipe) -> None:

@@ -1,0 +1,211 @@
+"""The settings of the training recipes: one dataclass per `zoo train` / `zoo finetune` task.
+
+Each field is one flag of the command (zoo/cli/recipe_flags.py reads them with
+`dataclasses.fields`): its type and default are the field's, its help text and choices the
+field's `metadata`. This module imports nothing but the standard library, so that
+`zoo train vit --help` and the flag checks run before Keras loads; the recipes that run them
+are zoo/recipes/translator.py and zoo/recipes/vit.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class TranslatorRecipe:
+    """Settings of a translator training run (each is a `zoo train translator` flag, whose
+    help and choices are the field's metadata).
+
+    Data comes from one of: `multi30k` (a folder of Multi30k raw files), `source`/`target`
+    (two aligned text files, with `validation_source`/`validation_target`), or `tsv` (a
+    tab-separated file or a zip member `archive.zip:member`, a validation split held out).
+
+    With `model` (a shipped name or a `.keras` path) the run continues training that
+    translator on the new pairs, with its own tokenizer and architecture (`architecture` and
+    `vocabulary_size` are then ignored; `dropout` and `precision` apply).
+    """
+
+    output: str = dataclasses.field(default="runs/translator", metadata={
+        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
+    model: str | None = dataclasses.field(default=None, metadata={
+        "help": "start from this trained model (shipped name, .keras path or hub handle) "
+                "instead of training ARCHITECTURE from scratch"})
+    multi30k: str | None = dataclasses.field(default=None, metadata={
+        "help": "folder of the Multi30k raw files (train/val .en/.de, optionally .gz)"})
+    source_lang: str = dataclasses.field(default="en", metadata={
+        "help": "source language code"})
+    target_lang: str = dataclasses.field(default="de", metadata={
+        "help": "target language code"})
+    source: str | None = dataclasses.field(default=None, metadata={
+        "help": "training source sentences, one per line (with --target)"})
+    target: str | None = dataclasses.field(default=None, metadata={
+        "help": "training target sentences, aligned with --source"})
+    validation_source: str | None = dataclasses.field(default=None, metadata={
+        "help": "validation source sentences (with --source/--target)"})
+    validation_target: str | None = dataclasses.field(default=None, metadata={
+        "help": "validation target sentences, aligned with --validation-source"})
+    tsv: str | None = dataclasses.field(default=None, metadata={
+        "help": "tab-separated source/target pairs: FILE or ARCHIVE.zip:MEMBER (a validation "
+                "split is held out)"})
+    limit: int | None = dataclasses.field(default=None, metadata={
+        "help": "use at most this many training pairs ('none': all)"})
+    validation_limit: int | None = dataclasses.field(default=500, metadata={
+        "help": "score at most this many validation pairs ('none': all)"})
+    architecture: str = dataclasses.field(default="transformer-multi30k", metadata={
+        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+    vocabulary_size: int = dataclasses.field(default=8000, metadata={
+        "help": "subword vocabulary size of a new tokenizer"})
+    max_length: int = dataclasses.field(default=64, metadata={
+        "help": "longest sequence in tokens; longer pairs are cut"})
+    epochs: int = dataclasses.field(default=20, metadata={
+        "help": "passes over the training data"})
+    batch_size: int = dataclasses.field(default=128, metadata={
+        "help": "examples per training step"})
+    warmup_steps: int = dataclasses.field(default=4000, metadata={
+        "help": "linear warm-up steps of the inverse-square-root schedule"})
+    learning_rate_scale: float = dataclasses.field(default=1.0, metadata={
+        "help": "factor on the paper's schedule d_model^-0.5 * min(step^-0.5, step * "
+                "warmup^-1.5) (ignored with --learning-rate)"})
+    learning_rate: float | None = dataclasses.field(default=None, metadata={
+        "help": "peak learning rate ('none' keeps the paper's schedule)"})
+    label_smoothing: float = dataclasses.field(default=0.1, metadata={
+        "help": "label-smoothing factor of the cross-entropy loss"})
+    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
+        "help": "clip each gradient to this global norm ('none': no clipping)"})
+    dropout: float | None = dataclasses.field(default=None, metadata={
+        "help": "dropout rate overriding the architecture's ('none': its own)"})
+    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
+    # reads them without Keras (a test keeps the two equal).
+    precision: str = dataclasses.field(default="float32", metadata={
+        "help": "compute precision (mixed precision keeps float32 variables)",
+        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
+    beam_size: int = dataclasses.field(default=4, metadata={
+        "help": "beam width of the validation translations"})
+    alpha: float = dataclasses.field(default=0.6, metadata={
+        "help": "length-penalty exponent of beam search"})
+    evaluate_every: int = dataclasses.field(default=1, metadata={
+        "help": "score BLEU/chrF on the validation set every N epochs"})
+    average_last: int = dataclasses.field(default=1, metadata={
+        "help": "at the end, average the weights of the last N epoch checkpoints and keep the "
+                "average if its validation BLEU is at least the last epoch's"})
+    seed: int = dataclasses.field(default=0, metadata={
+        "help": "random seed of initialisation, shuffling and augmentation"})
+    force: bool = dataclasses.field(default=False, metadata={
+        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
+                "checkpoints) or files the run did not write"})
+
+
+@dataclasses.dataclass
+class TranslatorFinetuneRecipe(TranslatorRecipe):
+    """`zoo finetune translator`: continued training of a pretrained translator on new
+    in-domain pairs (few epochs, a short warm-up to a small peak learning rate). A field given
+    a new default here keeps the training recipe's help."""
+
+    output: str = "runs/translator-finetune"
+    model: str | None = "translator-multi30k-en-de"
+    epochs: int = 5
+    warmup_steps: int = 100
+    learning_rate: float | None = 1e-4
+    batch_size: int = 64
+
+
+@dataclasses.dataclass
+class ViTRecipe:
+    """Settings of a ViT training run (each is a `zoo train vit` flag, whose help and choices
+    are the field's metadata).
+
+    `data` is a folder with one sub-folder of images per class, a `.tar.gz` of one (it is
+    extracted into the output folder), or a folder of MNIST-style IDX files such as
+    Fashion-MNIST's; `validation_size` images are held out from it.
+
+    With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
+    training `architecture` from scratch: its head is replaced when the classes differ, its position
+    embeddings are interpolated when `image_size` differs, the embeddings and the first
+    `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
+    learning rates.
+    """
+
+    output: str = dataclasses.field(default="runs/vit", metadata={
+        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
+    data: str | None = dataclasses.field(default=None, metadata={
+        "help": "images: a folder with one subfolder per class, a .tar.gz of one, or a folder "
+                "of MNIST-style IDX files"})
+    model: str | None = dataclasses.field(default=None, metadata={
+        "help": "start from this trained model (shipped name, .keras path or hub handle) "
+                "instead of training ARCHITECTURE from scratch"})
+    freeze_blocks: int = dataclasses.field(default=0, metadata={
+        "help": "with --model: keep the embeddings and the first N blocks fixed"})
+    layer_decay: float = dataclasses.field(default=1.0, metadata={
+        "help": "layer-wise learning-rate decay (1: none; lower blocks learn slower)"})
+    validation_size: int = dataclasses.field(default=5000, metadata={
+        "help": "images held out for validation"})
+    limit_per_class: int | None = dataclasses.field(default=None, metadata={
+        "help": "use at most this many images per class ('none': all)"})
+    architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
+        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+    image_size: int = dataclasses.field(default=32, metadata={
+        "help": "side of the square images the model sees (images are resized)"})
+    epochs: int = dataclasses.field(default=200, metadata={
+        "help": "passes over the training data"})
+    batch_size: int = dataclasses.field(default=128, metadata={
+        "help": "examples per training step"})
+    # 1e-3 (the 6.3M-parameter CIFAR ViT's published rate, with Adam) collapsed this recipe's
+    # vit-cifar-small to ~30% within 10 epochs, in bfloat16 and float32 alike; 3e-4 trained it
+    # to 77.1% in 200 epochs (docs/training-runs.md, GPU runs of 2026-11-25).
+    learning_rate: float = dataclasses.field(default=3e-4, metadata={
+        "help": "peak learning rate"})
+    weight_decay: float = dataclasses.field(default=0.05, metadata={
+        "help": "AdamW weight decay (not applied to norms and biases)"})
+    warmup_epochs: int = dataclasses.field(default=5, metadata={
+        "help": "linear warm-up epochs before the cosine decay"})
+    label_smoothing: float = dataclasses.field(default=0.1, metadata={
+        "help": "label-smoothing factor of the cross-entropy loss"})
+    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
+        "help": "clip each gradient to this global norm ('none': no clipping)"})
+    ema_momentum: float | None = dataclasses.field(default=None, metadata={
+        "help": "keep an exponential moving average of the weights with this momentum per "
+                "step (e.g. 0.999): validation scores it and the final model is it ('none': "
+                "no average; set it when a run starts)"})
+    dropout: float | None = dataclasses.field(default=None, metadata={
+        "help": "dropout rate overriding the architecture's ('none': its own)"})
+    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
+    # reads them without Keras (a test keeps the two equal).
+    precision: str = dataclasses.field(default="float32", metadata={
+        "help": "compute precision (mixed precision keeps float32 variables)",
+        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
+    augment: bool = dataclasses.field(default=True, metadata={
+        "help": "random crop and flip"})
+    rand_augment: bool = dataclasses.field(default=True, metadata={
+        "help": "RandAugment on top of --augment"})
+    rand_augment_magnitude: float = dataclasses.field(default=0.9, metadata={
+        "help": "RandAugment strength in [0, 1], the paper's M / 10 (DeiT: 0.9; short runs "
+                "on small data often do better with 0.5)"})
+    rand_augment_ops: int = dataclasses.field(default=2, metadata={
+        "help": "RandAugment operations per image (the paper's N)"})
+    mix: str = dataclasses.field(default="none", metadata={
+        "help": "batch mixing of images and labels", "choices": ("none", "mixup", "cutmix")})
+    query_key_norm: bool = dataclasses.field(default=False, metadata={
+        "help": "LayerNorm on every head's queries and keys (ViT-22B): keeps attention from "
+                "collapsing at a high learning rate (a new model only)"})
+    seed: int = dataclasses.field(default=0, metadata={
+        "help": "random seed of initialisation, shuffling and augmentation"})
+    force: bool = dataclasses.field(default=False, metadata={
+        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
+                "checkpoints) or files the run did not write"})
+
+
+@dataclasses.dataclass
+class ViTFinetuneRecipe(ViTRecipe):
+    """`zoo finetune vit`: the recipe with fine-tuning defaults (a pretrained model, few
+    epochs, a short warm-up, layer-wise decay, no RandAugment). Its learning rate is set here
+    too, so that it stays 3e-4 whatever the training recipe's default becomes. A field given a
+    new default here keeps the training recipe's help."""
+
+    output: str = "runs/vit-finetune"
+    model: str | None = "vit-cifar10"
+    layer_decay: float = 0.75
+    epochs: int = 5
+    learning_rate: float = 3e-4
+    warmup_epochs: int = 1
+    rand_augment: bool = False
