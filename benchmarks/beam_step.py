@@ -10,10 +10,10 @@ as the searches run) and is reported in ms per step, best of `--rounds`:
   beam 4) and 33 cache positions; and the same with a vocabulary of 800 and with an FFN of
   256, whose differences are the output projection's and the FFNs' share;
 - the beam's reorder of the self-attention cache (a gather of every buffer's rows), one per
-  loop iteration and two (as `zoo.generation.decoding`'s beam search runs them: XLA then need not copy
+  loop iteration and two (as `zoo.generation.beam`'s beam search runs them: XLA then need not copy
   the gathered cache back into the loop's buffer);
 - the top 4 of each row of `(rows, 8000)` logits: `keras.ops.top_k` and
-  `zoo.generation.decoding.blocked_top_k`.
+  `zoo.generation.top_k.blocked_top_k`.
 
 Random weights and inputs. Writes benchmarks/results/beam_step-<backend>.json.
 """
@@ -31,7 +31,8 @@ from keras import ops
 
 from zoo.bench.harness import results_path, write_results
 from zoo.bench.workers import MT
-from zoo.generation.decoding import blocked_top_k, compile_for_backend
+from zoo.generation.top_k import blocked_top_k
+from zoo.training.compilation import compile_for_backend
 from zoo.models.translator.model import Translator
 
 STEPS, CACHE_LENGTH, SOURCE_LENGTH, BEAM = 32, 33, 24, 4

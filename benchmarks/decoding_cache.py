@@ -22,7 +22,8 @@ import numpy as np
 from keras import ops
 
 from zoo.bench.harness import results_path, write_results
-from zoo.generation.decoding import compile_for_backend, greedy_search
+from zoo.generation.greedy import greedy_search
+from zoo.training.compilation import compile_for_backend
 from zoo.models.architectures import ARCHITECTURES, architectures
 from zoo.models.translator.model import Translator
 

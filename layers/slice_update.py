@@ -1,6 +1,6 @@
 """Writes into a preallocated buffer at a position, in every graph TensorFlow Serving runs.
 
-The key/value cache (`MultiHeadAttention`) and the searches' token buffers (`zoo.generation.decoding`)
+The key/value cache (`MultiHeadAttention`) and the searches' token buffers (`zoo.generation.greedy`, `.beam`)
 write each step's values at a position that changes from step to step. Keras' own
 `ops.slice_update` is XLA's dynamic-update-slice on TensorFlow (the `XlaDynamicUpdateSlice`
 op), which runs only through XLA: in a function XLA compiles it updates the buffer in place,

@@ -1,6 +1,6 @@
 """One way to compile a function of a Keras layer for the backend in use.
 
-`compile_for_backend` serves the zoo's searches (`zoo.generation.decoding`, which re-exports it) and the
+`compile_for_backend` serves the zoo's searches (`Translator.search`, `benchmarks/`) and the
 augmentation layers (`zoo.training.augmentation.compiled_augmentation`) alike.
 """
 

@@ -7,15 +7,11 @@ import numpy as np
 import pytest
 from keras import ops
 
-from zoo.generation.decoding import (
-    beam_search,
-    blocked_top_k,
-    cache_lengths,
-    compile_for_backend,
-    first_index_of,
-    greedy_search,
-    length_penalty,
-)
+from zoo.generation.beam import beam_search, length_penalty
+from zoo.generation.greedy import greedy_search
+from zoo.generation.loop import cache_lengths
+from zoo.generation.top_k import blocked_top_k, first_index_of
+from zoo.training.compilation import compile_for_backend
 
 PAD, START, END, A, B = 0, 2, 3, 4, 5
 
@@ -188,10 +184,10 @@ def test_beam_search_equals_the_one_stage_search_on_random_bigrams(beam, large,
     length penalty included; as a small search runs (one step per loop iteration, the first
     on every row) and as a large one does (two per iteration, the first once per
     sentence)."""
-    import zoo.generation.decoding
+    import zoo.generation.loop
 
     if large:
-        monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 0)
+        monkeypatch.setattr(zoo.generation.loop, "GROW_CACHE_FROM", 0)
     vocab, batch, max_length = 9, 3, 6
     rng = np.random.default_rng(beam)
     logits = rng.normal(size=(vocab, vocab)) * 2.0
@@ -218,7 +214,7 @@ def test_the_first_step_once_per_sentence_finds_what_every_row_finds(beam, vocab
     rows for the beam afterwards: the step sees `batch` rows once, and the tokens and scores
     are those of a small search, whose loop takes that step on all `batch * beam` rows; also
     with fewer tokens than hypotheses, where the others start at NEVER."""
-    import zoo.generation.decoding
+    import zoo.generation.loop
 
     history_step, grow = _history_model(vocab=vocab, seed=3)
     rows_seen = []
@@ -235,7 +231,7 @@ def test_the_first_step_once_per_sentence_finds_what_every_row_finds(beam, vocab
 
     want_tokens, want_scores = search()  # small: every step on every row
     assert set(rows_seen) == {batch * beam}
-    monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 0)
+    monkeypatch.setattr(zoo.generation.loop, "GROW_CACHE_FROM", 0)
     rows_seen.clear()
     tokens, scores = search()
     assert rows_seen[0] == batch and set(rows_seen[1:]) == {batch * beam}
@@ -343,11 +339,11 @@ def test_a_growing_cache_finds_what_a_full_one_finds(beam, odd_lengths, monkeypa
     search's two steps per loop iteration straddle a length unless each loop's own condition
     guards the second) return exactly the tokens and scores of the same searches over a cache
     of all 40 positions from the start."""
-    import zoo.generation.decoding
+    import zoo.generation.loop
 
-    monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 0)  # small as the search is
+    monkeypatch.setattr(zoo.generation.loop, "GROW_CACHE_FROM", 0)  # small as the search is
     if odd_lengths:
-        monkeypatch.setattr(zoo.generation.decoding, "cache_lengths",
+        monkeypatch.setattr(zoo.generation.loop, "cache_lengths",
                             lambda max_length, *growth: [5, 21, 32, max_length])
     step, grow = _history_model()
     batch, max_length = 2, 40
@@ -436,7 +432,7 @@ def test_finished_sequences_leave_a_graph_batch_and_keep_their_results(beam):
 def test_two_steps_per_iteration_stop_where_one_step_would(limit):
     """The searches' loop body runs two steps per iteration (`_two_steps`); the second must
     not run once the condition fails, or an odd number of steps would take one too many."""
-    from zoo.generation.decoding import _two_steps
+    from zoo.generation.loop import _two_steps
 
     def cond(i, total):
         return i < limit

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from keras import ops
 
-from zoo.generation.decoding import (
+from zoo.generation.beam import beam_search
+from zoo.generation.greedy import greedy_search
+from zoo.generation.settings import (
     MAX_BEAM_SIZE,
     MAX_LENGTH,
-    beam_search,
     check_beam_size,
     check_max_length,
     check_search_settings,
-    greedy_search,
 )
 
 

@@ -56,13 +56,13 @@ def test_a_grown_cache_translates_as_a_full_one(model, multi30k_pairs, monkeypat
                                                beam_size):
     """A search that grows its cache (16 then 20 positions) returns what the same search
     over a cache of all 20 positions returns."""
-    import zoo.generation.decoding
+    import zoo.generation.loop
 
     source, _ = _batch(model.tokenizer, multi30k_pairs[:4])
     model.ensure_built()
-    monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 10**9)
+    monkeypatch.setattr(zoo.generation.loop, "GROW_CACHE_FROM", 10**9)
     full = model.generate(source, beam_size=beam_size, max_length=20)
-    monkeypatch.setattr(zoo.generation.decoding, "GROW_CACHE_FROM", 0)
+    monkeypatch.setattr(zoo.generation.loop, "GROW_CACHE_FROM", 0)
     grown = model.generate(source, beam_size=beam_size, max_length=20)
     assert (np.array(full[0])[..., 16:] != model.pad_id).any()  # the second length was used
     np.testing.assert_array_equal(np.array(grown[0]), np.array(full[0]))

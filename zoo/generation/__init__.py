@@ -1,1 +1,5 @@
-"""Generation: the searches that turn a decoder into text (greedy, sampling, beam)."""
+"""Generation: the searches that turn a decoder into text.
+
+`settings` (bounds checked before tracing), `loop` (the shared while loop over a growing
+key/value cache), `top_k` (a row's best entries), `greedy` and `beam` (the two searches).
+"""

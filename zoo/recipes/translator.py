@@ -33,7 +33,7 @@ from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
-from zoo.generation.decoding import check_search_settings
+from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
 from zoo.recipes.settings import TranslatorRecipe
 from zoo.models.architectures import in_run_options

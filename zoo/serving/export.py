@@ -388,7 +388,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     import tensorflow as tf
 
     import zoo
-    from zoo.generation.decoding import check_search_settings
+    from zoo.generation.settings import check_search_settings
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer

@@ -21,15 +21,12 @@ from zoo.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from zoo.layers.token_embedding import TokenEmbedding
 from zoo.layers.transformer_decoder import TransformerDecoderBlock
 from zoo.layers.transformer_encoder import TransformerEncoderBlock
+from zoo.training.compilation import compile_for_backend
 from zoo.training.text_batches import END_ID, START_ID
 from zoo.models.translator import architectures  # noqa: F401  (registers the architectures)
-from zoo.generation.decoding import (
-    NEVER,
-    beam_search,
-    check_search_settings,
-    compile_for_backend,
-    greedy_search,
-)
+from zoo.generation.beam import beam_search
+from zoo.generation.greedy import greedy_search
+from zoo.generation.settings import NEVER, check_search_settings
 from zoo.errors import UserError
 from zoo.models.architectures import (
     architecture_config,
@@ -342,7 +339,7 @@ class Translator(keras.Model):
             max_length = self.default_max_length(source_ids.shape[1])
         memory, source_mask = self.encode(source_ids)
         # The self-attention cache starts empty: the search grows it to the lengths it
-        # needs (`zoo.generation.decoding.cache_lengths`; one full length for small searches).
+        # needs (`zoo.generation.loop.cache_lengths`; one full length for small searches).
         self_cache, cross_cache = self.initial_cache(memory, 0)
         if beam_size > 1:
             # Every sentence's rows repeated beam_size times (row b * beam + k), after its
