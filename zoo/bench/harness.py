@@ -511,7 +511,7 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
 
 
 def add_arguments(parser: Any) -> None:
-    """The flags of `zoo bench` (zoo/cli/main.py registers the subcommand)."""
+    """The flags of `zoo bench` (zoo/cli/parser.py registers the subcommand)."""
     parser.add_argument("--work", action="append", choices=list(WORKS) + list(GROUPS),
                         metavar="NAME",
                         help="work to measure, repeatable: " + ", ".join(WORKS)

@@ -60,7 +60,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     """`zoo translate`: one translation per line of TEXT arguments or stdin, written batch by
     batch; returns 1 when some stdin lines could not be read (see the module's doc)."""
     import zoo
-    from zoo.generation.decoding import check_search_settings
+    from zoo.generation.settings import check_search_settings
     from zoo.cli.line_reader import Line, always_ready, batches, stdin_lines
     from zoo.models.translator.model import Translator
 
