@@ -196,7 +196,7 @@ def test_the_zoo_s_own_warnings_print_as_one_line_and_others_as_python_does():
 
     from zoo.cli.main import own_warnings_in_one_line
 
-    recipe = str(Path(zoo.__file__).parent / "vit_recipe.py")
+    recipe = str(Path(zoo.__file__).parent / "recipes" / "vit.py")
     slow = UserWarning("bfloat16 is slow here")
     with own_warnings_in_one_line():
         assert warnings.formatwarning(slow, UserWarning, recipe, 300) == (

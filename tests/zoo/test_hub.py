@@ -197,7 +197,7 @@ def test_opus_mt_handle_translates_as_marian_mt_model(hub_cache, opus_mt, multi3
     # The second load: no network, no conversion.
     import huggingface_hub
 
-    from zoo.converters import hub_builders
+    from zoo.hub import builders as hub_builders
 
     def refuse(*args, **kwargs):
         raise AssertionError("the second load must not download or convert")
@@ -651,7 +651,7 @@ def test_download_from_a_served_hub_then_offline(online, hub_cache, tmp_path, ci
     assert [top[0][0] for top in model.classify(images, top_k=1)] == [
         CIFAR_LABELS[i] for i in expected]
     # Offline, the server gone: the kept model still loads, without converting.
-    from zoo.converters import hub_builders
+    from zoo.hub import builders as hub_builders
 
     monkeypatch.setattr(hub_builders, "BUILDERS", {})
     online.setenv("HF_HUB_OFFLINE", "1")
