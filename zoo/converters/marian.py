@@ -90,6 +90,112 @@ def _same(config: Any, encoder_key: str, decoder_key: str) -> int:
     return int(encoder)
 
 
+def _folder_tokenizer(path: Path) -> MarianTokenizer | None:
+    """The `MarianTokenizer` of the checkpoint's folder (`path` itself, or the folder of a
+    file), if it holds OPUS-MT's `source.spm`, `target.spm` and `vocab.json`; else None."""
+    folder = path if path.is_dir() else path.parent
+    if all((folder / name).is_file() for name in ("source.spm", "target.spm", "vocab.json")):
+        return MarianTokenizer.from_folder(folder)
+    return None
+
+
+def _translator_arguments(config: Any) -> dict[str, Any]:
+    """The `Translator` arguments of a Marian configuration; a UserError for what `Translator`
+    cannot hold (separate vocabularies, encoder and decoder of different shapes, a forced
+    end id other than the end id)."""
+    if not config_value(config, "share_encoder_decoder_embeddings", True):
+        raise UserError("Translator shares one vocabulary between source and target; this "
+                        "checkpoint has separate encoder and decoder embeddings")
+    vocabulary = int(config_value(config, "vocab_size"))
+    decoder_vocabulary = config_value(config, "decoder_vocab_size") or vocabulary
+    if int(decoder_vocabulary) != vocabulary:
+        raise UserError(f"decoder_vocab_size {decoder_vocabulary} differs from vocab_size "
+                        f"{vocabulary}; Translator needs one shared vocabulary")
+    d = int(config_value(config, "d_model"))
+    heads = _same(config, "encoder_attention_heads", "decoder_attention_heads")
+    ffn = _same(config, "encoder_ffn_dim", "decoder_ffn_dim")
+    encoder_layers = int(config_value(config, "encoder_layers"))
+    decoder_layers = int(config_value(config, "decoder_layers"))
+    pad_id = int(config_value(config, "pad_token_id"))
+    start_id = config_value(config, "decoder_start_token_id")
+    start_id = pad_id if start_id is None else int(start_id)
+    end_id = config_value(config, "eos_token_id")
+    end_id = int(end_id[0] if isinstance(end_id, (list, tuple)) else end_id)
+    max_positions = int(config_value(config, "max_position_embeddings", 512))
+    # Single-token bad_words_ids (OPUS-MT: [[pad]]) are tokens generation never picks.
+    bad_words = config_value(config, "bad_words_ids") or [[pad_id]]
+    suppressed = sorted({int(w[0]) for w in bad_words if len(w) == 1})
+    forced_eos = config_value(config, "forced_eos_token_id", end_id)
+    if forced_eos is not None and int(forced_eos) != end_id:
+        raise UserError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
+    return dict(
+        vocabulary_size=vocabulary, hidden_dim=d, num_encoder_layers=encoder_layers,
+        num_decoder_layers=decoder_layers, num_heads=heads, intermediate_dim=ffn,
+        dropout=float(config_value(config, "dropout", 0.1)),
+        attention_dropout=float(config_value(config, "attention_dropout", 0.0)),
+        activation=keras_activation(config_value(config, "activation_function", "gelu"),
+                                    "Marian"),
+        normalize_first=False, max_source_length=max_positions,
+        max_target_length=max_positions, pad_id=pad_id, start_id=start_id, end_id=end_id,
+        scale_embedding=bool(config_value(config, "scale_embedding", False)),
+        position_layout="concatenated", output_bias=True, suppressed_token_ids=suppressed,
+        force_end_at_max_length=forced_eos is not None)
+
+
+def _set_embeddings(ckpt: Checkpoint, model: Translator, vocabulary: int, d: int) -> None:
+    """Assigns the one embedding matrix (its tied copies must equal it) and the logits bias."""
+    present = [n for n in _EMBEDDING_NAMES if n in ckpt]
+    if not present:
+        raise UserError(f"the Marian checkpoint has none of the embeddings {_EMBEDDING_NAMES}")
+    embedding = ckpt.take(present[0], (vocabulary, d))
+    for name in present[1:]:
+        copy = ckpt.take(name, (vocabulary, d))
+        if not np.array_equal(copy, embedding):
+            raise UserError(f"{name} differs from {present[0]}: untied embeddings are not "
+                            "supported (Translator ties source, target and output)")
+    assign(model.embedding.embeddings, embedding, present[0])
+    bias = (ckpt.take("final_logits_bias", (1, vocabulary))[0]
+            if "final_logits_bias" in ckpt else np.zeros((vocabulary,), "float32"))
+    assign(model.logits_bias, bias, "final_logits_bias")
+
+
+def _check_position_tables(ckpt: Checkpoint, model: Translator, d: int) -> None:
+    """Takes the checkpoint's sinusoid tables, if any, after checking them against ours."""
+    for side in ("encoder", "decoder"):
+        name = f"model.{side}.embed_positions.weight"
+        if name in ckpt:
+            table = ckpt.tensors[name]
+            if table.ndim != 2 or table.shape[1] != d:
+                raise UserError(f"checkpoint tensor {name!r} has shape {tuple(table.shape)}, "
+                                f"but the Marian configuration expects (positions, {d})")
+            ours = np.asarray(sinusoidal_position_encoding(
+                table.shape[0], d, layout=model.position_layout))
+            error = float(np.max(np.abs(ours - table)))
+            if error > _POSITION_TOLERANCE:
+                raise UserError(f"{name} is not the concatenated sinusoid table of our "
+                                f"position encoding (max difference {error:.3g})")
+            ckpt.take(name)
+
+
+def _set_blocks(ckpt: Checkpoint, model: Translator, d: int, ffn: int) -> None:
+    """Assigns every encoder and decoder block's attention, norms and feed-forward network."""
+    for i, block in enumerate(model.encoder_blocks):
+        prefix = f"model.encoder.layers.{i}"
+        set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
+                      f"{prefix}.self_attn")
+        _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
+        _feed_forward(ckpt, block, prefix, d, ffn)
+    for i, block in enumerate(model.decoder_blocks):
+        prefix = f"model.decoder.layers.{i}"
+        set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
+                      f"{prefix}.self_attn")
+        _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
+        set_attention(block.cross_attention, _attention(ckpt, f"{prefix}.encoder_attn", d),
+                      f"{prefix}.encoder_attn")
+        _norm(ckpt, block.cross_attention_norm, f"{prefix}.encoder_attn_layer_norm", d)
+        _feed_forward(ckpt, block, prefix, d, ffn)
+
+
 def translator_from_marian(state_dict_or_path: Any, config: Any = None,
                            **overrides: Any) -> Translator:
     """A `Translator` holding a Hugging Face `MarianMTModel` (OPUS-MT) checkpoint.
@@ -121,97 +227,16 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
     """
     config = load_config(config, state_dict_or_path)
     if "tokenizer" not in overrides and isinstance(state_dict_or_path, (str, os.PathLike)):
-        folder = Path(state_dict_or_path)
-        folder = folder if folder.is_dir() else folder.parent
-        if all((folder / name).is_file() for name in ("source.spm", "target.spm",
-                                                       "vocab.json")):
-            overrides["tokenizer"] = MarianTokenizer.from_folder(folder)
+        tokenizer = _folder_tokenizer(Path(state_dict_or_path))
+        if tokenizer is not None:
+            overrides["tokenizer"] = tokenizer
     ckpt = Checkpoint(load_tensors(state_dict_or_path), "Marian")
-    if not config_value(config, "share_encoder_decoder_embeddings", True):
-        raise UserError("Translator shares one vocabulary between source and target; this "
-                        "checkpoint has separate encoder and decoder embeddings")
-    vocabulary = int(config_value(config, "vocab_size"))
-    decoder_vocabulary = config_value(config, "decoder_vocab_size") or vocabulary
-    if int(decoder_vocabulary) != vocabulary:
-        raise UserError(f"decoder_vocab_size {decoder_vocabulary} differs from vocab_size "
-                        f"{vocabulary}; Translator needs one shared vocabulary")
-    d = int(config_value(config, "d_model"))
-    heads = _same(config, "encoder_attention_heads", "decoder_attention_heads")
-    ffn = _same(config, "encoder_ffn_dim", "decoder_ffn_dim")
-    encoder_layers = int(config_value(config, "encoder_layers"))
-    decoder_layers = int(config_value(config, "decoder_layers"))
-    pad_id = int(config_value(config, "pad_token_id"))
-    start_id = config_value(config, "decoder_start_token_id")
-    start_id = pad_id if start_id is None else int(start_id)
-    end_id = config_value(config, "eos_token_id")
-    end_id = int(end_id[0] if isinstance(end_id, (list, tuple)) else end_id)
-    max_positions = int(config_value(config, "max_position_embeddings", 512))
-    # Single-token bad_words_ids (OPUS-MT: [[pad]]) are tokens generation never picks.
-    bad_words = config_value(config, "bad_words_ids") or [[pad_id]]
-    suppressed = sorted({int(w[0]) for w in bad_words if len(w) == 1})
-    forced_eos = config_value(config, "forced_eos_token_id", end_id)
-    if forced_eos is not None and int(forced_eos) != end_id:
-        raise UserError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
-
-    kwargs = dict(
-        vocabulary_size=vocabulary, hidden_dim=d, num_encoder_layers=encoder_layers,
-        num_decoder_layers=decoder_layers, num_heads=heads, intermediate_dim=ffn,
-        dropout=float(config_value(config, "dropout", 0.1)),
-        attention_dropout=float(config_value(config, "attention_dropout", 0.0)),
-        activation=keras_activation(config_value(config, "activation_function", "gelu"),
-                                    "Marian"),
-        normalize_first=False, max_source_length=max_positions,
-        max_target_length=max_positions, pad_id=pad_id, start_id=start_id, end_id=end_id,
-        scale_embedding=bool(config_value(config, "scale_embedding", False)),
-        position_layout="concatenated", output_bias=True, suppressed_token_ids=suppressed,
-        force_end_at_max_length=forced_eos is not None)
-    model = Translator(**{**kwargs, **overrides})
+    arguments = _translator_arguments(config)
+    model = Translator(**{**arguments, **overrides})
     model.ensure_built()
-
-    # One embedding matrix; its tied copies must be equal to it.
-    present = [n for n in _EMBEDDING_NAMES if n in ckpt]
-    if not present:
-        raise UserError(f"the Marian checkpoint has none of the embeddings {_EMBEDDING_NAMES}")
-    embedding = ckpt.take(present[0], (vocabulary, d))
-    for name in present[1:]:
-        copy = ckpt.take(name, (vocabulary, d))
-        if not np.array_equal(copy, embedding):
-            raise UserError(f"{name} differs from {present[0]}: untied embeddings are not "
-                            "supported (Translator ties source, target and output)")
-    assign(model.embedding.embeddings, embedding, present[0])
-    bias = (ckpt.take("final_logits_bias", (1, vocabulary))[0]
-            if "final_logits_bias" in ckpt else np.zeros((vocabulary,), "float32"))
-    assign(model.logits_bias, bias, "final_logits_bias")
-
-    for side in ("encoder", "decoder"):
-        name = f"model.{side}.embed_positions.weight"
-        if name in ckpt:
-            table = ckpt.tensors[name]
-            if table.ndim != 2 or table.shape[1] != d:
-                raise UserError(f"checkpoint tensor {name!r} has shape {tuple(table.shape)}, "
-                                f"but the Marian configuration expects (positions, {d})")
-            ours = np.asarray(sinusoidal_position_encoding(
-                table.shape[0], d, layout=model.position_layout))
-            error = float(np.max(np.abs(ours - table)))
-            if error > _POSITION_TOLERANCE:
-                raise UserError(f"{name} is not the concatenated sinusoid table of our "
-                                f"position encoding (max difference {error:.3g})")
-            ckpt.take(name)
-
-    for i, block in enumerate(model.encoder_blocks):
-        prefix = f"model.encoder.layers.{i}"
-        set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
-                      f"{prefix}.self_attn")
-        _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
-        _feed_forward(ckpt, block, prefix, d, ffn)
-    for i, block in enumerate(model.decoder_blocks):
-        prefix = f"model.decoder.layers.{i}"
-        set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
-                      f"{prefix}.self_attn")
-        _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
-        set_attention(block.cross_attention, _attention(ckpt, f"{prefix}.encoder_attn", d),
-                      f"{prefix}.encoder_attn")
-        _norm(ckpt, block.cross_attention_norm, f"{prefix}.encoder_attn_layer_norm", d)
-        _feed_forward(ckpt, block, prefix, d, ffn)
+    d, ffn = arguments["hidden_dim"], arguments["intermediate_dim"]
+    _set_embeddings(ckpt, model, arguments["vocabulary_size"], d)
+    _check_position_tables(ckpt, model, d)
+    _set_blocks(ckpt, model, d, ffn)
     ckpt.check_all_used()
     return model

@@ -138,7 +138,12 @@ class SentenceEncoder(keras.Model):
                 f"the vocabulary has {len(self.vocabulary)} tokens but vocabulary_size is "
                 f"{self.vocabulary_size}")
         self._tokenizer: SentenceTokenizer | None = None
+        self._create_layers()
+        self.build({"token_ids": (None, None), "padding_mask": (None, None)})
 
+    def _create_layers(self) -> None:
+        """Creates the word, position and segment embeddings, their norm and dropout, and
+        the encoder blocks."""
         policy = self.dtype_policy
         initializer = keras.initializers.TruncatedNormal(stddev=0.02)  # BERT's
         self.token_embedding = TokenEmbedding(
@@ -157,13 +162,12 @@ class SentenceEncoder(keras.Model):
             TransformerEncoderBlock(
                 num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
                 dropout=self.dropout, attention_dropout=self.attention_dropout,
-                activation=activation, normalize_first=False,
+                activation=self.activation, normalize_first=False,
                 layer_norm_epsilon=self.layer_norm_epsilon,
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
                 dtype=policy, name=f"encoder_block_{i}")
             for i in range(self.num_layers)
         ]
-        self.build({"token_ids": (None, None), "padding_mask": (None, None)})
 
     def build(self, input_shape: Any = None) -> None:
         sequence = (None, None, self.hidden_dim)

@@ -1,1 +1,2 @@
-"""The encoder-decoder Transformer translator and its architectures."""
+"""The encoder-decoder Transformer translator (model.py), its text and surgery methods, and its
+architectures."""

@@ -9,7 +9,6 @@ the tokenizer is a joint subword vocabulary. The tokenizer travels inside the `.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import keras
@@ -28,20 +27,14 @@ from zoo.generation.beam import beam_search
 from zoo.generation.greedy import greedy_search
 from zoo.generation.settings import NEVER, check_search_settings
 from zoo.errors import UserError
-from zoo.models.architectures import (
-    architecture_config,
-    copy_weights,
-    load_preset,
-    training_option_changes,
-)
-from zoo.text.loading import load_tokenizer
+from zoo.models.architectures import architecture_config, load_preset
+from zoo.models.translator.surgery import TranslatorSurgery
+from zoo.models.translator.text_translation import TextTranslation
 from zoo.text.tokenizer import SubwordTokenizer
-
-TOKENIZER_ASSET = "tokenizer.model"
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(keras.Model):
+class Translator(TranslatorSurgery, TextTranslation, keras.Model):
     """Encoder-decoder Transformer translator with cached greedy and beam search.
 
     Args:
@@ -139,6 +132,13 @@ class Translator(keras.Model):
         self.output_bias = bool(output_bias)
         self.suppressed_token_ids = sorted({int(i) for i in suppressed_token_ids})
         self.force_end_at_max_length = bool(force_end_at_max_length)
+        self._check_vocabulary()
+        self._create_layers()
+        self._search_functions: dict = {}
+
+    def _check_vocabulary(self) -> None:
+        """Raises a UserError for special or suppressed ids outside the vocabulary, or a
+        tokenizer of another vocabulary size."""
         for what in ("pad_id", "start_id", "end_id"):
             value = getattr(self, what)
             if value is not None and not 0 <= value < self.vocabulary_size:
@@ -148,18 +148,22 @@ class Translator(keras.Model):
         if bad:
             raise UserError(f"suppressed_token_ids {bad} are outside the vocabulary "
                             f"[0, {self.vocabulary_size})")
+        tokenizer = self.tokenizer
         if tokenizer is not None and tokenizer.vocabulary_size != self.vocabulary_size:
             raise UserError(
                 f"the tokenizer has {tokenizer.vocabulary_size} pieces but vocabulary_size is "
                 f"{self.vocabulary_size}"
             )
+
+    def _create_layers(self) -> None:
+        """Creates the shared embedding, the encoder and decoder stacks and the logits bias."""
         policy = self.dtype_policy
         self.embedding = TokenEmbedding(self.vocabulary_size, self.hidden_dim,
                                         scale=self.scale_embedding,
                                         mask_zero=self.pad_id == 0, dtype=policy,
                                         name="token_embedding")
         self.position_encoding = SinusoidalPositionEncoding(
-            layout=position_layout, dtype=policy, name="position_encoding")
+            layout=self.position_layout, dtype=policy, name="position_encoding")
         self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         block_args = dict(num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
                           dropout=self.dropout, attention_dropout=self.attention_dropout,
@@ -181,7 +185,6 @@ class Translator(keras.Model):
             self.logits_bias = self.add_weight(
                 name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros",
                 dtype="float32")
-        self._search_functions: dict = {}
 
     def special_ids(self) -> tuple[int, int]:
         """`(start_id, end_id)`: the configured ones, else the tokenizer's, else the zoo's
@@ -403,142 +406,13 @@ class Translator(keras.Model):
         tokens, scores = self._search_functions[key](source_ids)
         return np.asarray(ops.convert_to_numpy(tokens)), np.asarray(ops.convert_to_numpy(scores))
 
-    # ------------------------------------------------------------------ text in, text out
-    def require_tokenizer(self) -> SubwordTokenizer:
-        """The translator's tokenizer; a one-line ValueError when it has none (a model built
-        from ids alone cannot take text)."""
-        if self.tokenizer is None:
-            raise UserError("this translator has no tokenizer; pass tokenizer=... when "
-                            "creating it")
-        return self.tokenizer
-
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """Source texts to `(batch, S)` ids, S rounded up to a multiple of 8 (fewer shapes
-        to compile), truncated at `max_source_length` with a warning."""
-        tokenizer = self.require_tokenizer()
-        return self._padded(tokenizer.encode(list(texts), max_length=self.max_source_length))
-
-    def _padded(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
-        """Token ids to `(batch, S)`, S the longest rounded up to a multiple of 8."""
-        longest = max(len(ids) for ids in encoded)
-        width = min(self.max_source_length, -(-longest // 8) * 8)
-        batch = np.full((len(encoded), width), self.pad_id, "int32")
-        for row, ids in enumerate(encoded):
-            batch[row, :len(ids)] = ids
-        return batch
-
-    def translate(self, texts: Sequence[str] | str, beam_size: int = 4,
-                  max_length: int | None = None, alpha: float = 0.6,
-                  batch_size: int = 64, return_scores: bool = False) -> Any:
-        """Translates a list of sentences.
-
-        Args:
-            texts: source sentences (a single string is treated as a list of one).
-            beam_size: 1 for greedy search.
-            max_length: most output tokens; by default 1.5 x source length + 10.
-            alpha: GNMT length-penalty exponent.
-            batch_size: sentences decoded together; sentences of similar length go together
-                (the batches follow the source length), so that a batch pads little and its
-                searches end together.
-            return_scores: also return each translation's score.
-
-        Returns:
-            `list[str]`, or `(list[str], list[float])` with `return_scores`. Empty or blank
-            inputs give empty translations.
-        """
-        beam_size, max_length, alpha = check_search_settings(
-            beam_size, max_length, self.max_target_length, alpha)
-        if isinstance(texts, (str, bytes)):
-            texts = [texts]
-        tokenizer = self.require_tokenizer()
-        texts = [_as_text(t, i) for i, t in enumerate(texts)]
-        outputs, scores = [""] * len(texts), [0.0] * len(texts)
-        todo = [i for i, t in enumerate(texts) if t.strip()]
-        encoded = dict(zip(todo, tokenizer.encode([texts[i] for i in todo],
-                                                  max_length=self.max_source_length)
-                           if todo else []))
-        # By source length: 1,000 test sentences at batch 64 and beam 4 translate 1.48x faster
-        # once compiled than in their own order, to the same translations
-        # (docs/performance-log.md).
-        todo.sort(key=lambda i: len(encoded[i]))
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            ids = self._padded([encoded[i] for i in chunk])
-            tokens, chunk_scores = self.search(ids, beam_size, max_length, alpha)
-            if beam_size > 1:
-                tokens, chunk_scores = tokens[:, 0], chunk_scores[:, 0]
-            for i, text, score in zip(chunk, tokenizer.decode(tokens), chunk_scores):
-                outputs[i], scores[i] = text, float(score)
-        return (outputs, scores) if return_scores else outputs
-
-    def cross_attention(self, text: str, translation: str | None = None,
-                        beam_size: int = 4) -> tuple[list[str], list[str], np.ndarray]:
-        """Source-by-target alignment of one sentence pair, for a heatmap.
-
-        Runs the decoder over the (given or generated) translation and averages the last
-        decoder block's cross-attention over heads.
-
-        Returns:
-            `(source_pieces, target_pieces, weights (target, source))`.
-        """
-        tokenizer = self.require_tokenizer()
-        if translation is None:
-            translation = self.translate([text], beam_size=beam_size)[0]
-        source = np.array(tokenizer.encode([text], max_length=self.max_source_length), "int32")
-        target = tokenizer.encode([translation], add_start=True, add_end=False)
-        target = np.array(target, "int32")
-        memory, mask = self.encode(source)
-        _, cross = self.decode(target, memory, mask, return_attention_scores=True)
-        weights = np.asarray(ops.convert_to_numpy(ops.mean(cross[-1], axis=1)))[0]
-        pieces = tokenizer.id_to_piece if hasattr(tokenizer, "id_to_piece") else str
-        source_pieces = [pieces(int(i)) for i in source[0]]
-        # Row t of the weights predicts target token t + 1: label rows by what they predict.
-        target_pieces = [pieces(int(i)) for i in target[0][1:]] + ["</s>"]
-        return source_pieces, target_pieces, weights
-
-    # ------------------------------------------------------------------ saving
-    def with_training_options(self, *, dropout: float | None = None,
-                              attention_dropout: float | None = None,
-                              dtype: str | keras.DTypePolicy | None = None) -> "Translator":
-        """A new translator with this one's weights and tokenizer, and other dropout rates or
-        compute dtype.
-
-        For fine-tuning: a translator saved in float32 can go on training with more dropout
-        and in mixed precision (`dtype="mixed_bfloat16"`: float32 variables, bfloat16
-        compute). The weights are copied unchanged.
-
-        Args:
-            dropout: the new dropout rate of the embeddings and blocks (`None`: kept).
-            attention_dropout: the new dropout rate of the attention weights (`None`: kept).
-            dtype: the new dtype policy, e.g. `keras.config.dtype_policy()` (`None`: kept).
-
-        Returns:
-            A new `Translator` (not compiled).
-        """
-        changes = training_option_changes(dropout, attention_dropout, dtype)
-        model = type(self).from_config({**self.get_config(), **changes})
-        model.tokenizer = self.tokenizer
-        ids = np.full((1, 2), self.special_ids()[0], "int32")
-        for translator in (self, model):  # builds the variables of either, if not yet built
-            translator({"source_ids": ids, "target_ids": ids})
-        copy_weights(self, model)
-        return model
-
+    # ------------------------------------------------------------------ export, config
     def export(self, filepath: str, format: str = "tf_saved_model", **kwargs: Any) -> None:
         """Refuses Keras' generic export, whose signature would take the teacher-forced
         call's float inputs of one fixed length: `zoo.export(translator, DIR)` writes the
         servable SavedModel (sentences in, translations out, the search in the graph)."""
         raise UserError("a Translator exports with zoo.export(translator, DIR) (sentences "
                         "in, translations out), not with Keras' model.export")
-
-    def save_assets(self, dir_path: str) -> None:
-        if self.tokenizer is not None:
-            self.tokenizer.save(os.path.join(dir_path, TOKENIZER_ASSET), overwrite=True)
-
-    def load_assets(self, dir_path: str) -> None:
-        path = os.path.join(dir_path, TOKENIZER_ASSET)
-        if os.path.exists(path):
-            self.tokenizer = load_tokenizer(path)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -565,18 +439,3 @@ class Translator(keras.Model):
             "force_end_at_max_length": self.force_end_at_max_length,
         })
         return config
-
-
-def _as_text(text: Any, position: int) -> str:
-    """A source sentence as `str`; bytes must be UTF-8."""
-    if isinstance(text, bytes):
-        try:
-            return text.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise UserError(
-                f"input {position} is not valid UTF-8 ({error.reason} at byte {error.start}): "
-                f"{text[:40]!r}") from None
-    if not isinstance(text, str):
-        raise TypeError(f"translate expects strings; input {position} is "
-                        f"{type(text).__name__}: {text!r}")
-    return text

@@ -1,1 +1,2 @@
-"""The Vision Transformer, its architectures, image batches and attention rollout."""
+"""The Vision Transformer (model.py), its surgery and inference methods, architectures, image
+batches and attention rollout."""

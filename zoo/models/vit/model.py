@@ -29,48 +29,44 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import keras
-import numpy as np
 from keras import ops
 
 from zoo.layers.class_token import ClassToken
 from zoo.layers.convolutional_stem import ConvolutionalStem
 from zoo.layers.layer_normalization import LayerNormalization
 from zoo.layers.patch_embedding import PatchEmbedding
-from zoo.layers.position_embedding import PositionEmbedding, interpolate_position_embedding_2d
+from zoo.layers.position_embedding import PositionEmbedding
 from zoo.layers.transformer_encoder import TransformerEncoderBlock, head_size
-from zoo.layers.validation import image_size_pair, is_int, positive_int
-from zoo.models.vit.attention_rollout import attention_rollout as rollout_attention_maps
+from zoo.layers.validation import image_size_pair, positive_int
 from zoo.errors import UserError
-from zoo.models.vit.image_batch import as_image_batch
 from zoo.models.vit import architectures  # noqa: F401  (registers the architectures)
-from zoo.models.architectures import (
-    architecture_config, architectures, copy_weights, load_preset, training_option_changes)
+from zoo.models.architectures import architecture_config, architectures, load_preset
+from zoo.models.vit.inference import VisionTransformerInference
+from zoo.models.vit.surgery import VisionTransformerSurgery, check_pruned_heads
 
 POOLINGS = ("cls", "gap")
 
 
-def _is_index(value: Any, size: int) -> bool:
-    return is_int(value) and 0 <= value < size
-
-
-def _check_pruned_heads(pruned_heads: Mapping[Any, Sequence[Any]], num_layers: int,
-                        num_heads: int) -> None:
-    """Raises a UserError unless `pruned_heads` names blocks and heads that exist and leaves
-    each block at least one head."""
-    for block, heads in pruned_heads.items():
-        if not _is_index(block, num_layers):
-            raise UserError(
-                f"block index {block!r} is out of range for {num_layers} blocks")
-        bad = [h for h in heads if not _is_index(h, num_heads)]
-        if bad:
-            raise UserError(f"heads {bad} of block {block} are out of range for "
-                            f"{num_heads} heads")
-        if len(set(heads)) >= num_heads:
-            raise UserError(f"cannot remove all {num_heads} heads of block {block}")
+def _check_arguments(pooling: str, distillation_token: bool, distillation_head: bool,
+                     class_names: Sequence[str] | None, **positive: int) -> None:
+    """Raises a UserError for `VisionTransformer` arguments out of range or at odds with each
+    other; `positive` holds those that must be positive ints (`num_classes` among them)."""
+    for what, value in positive.items():
+        positive_int(value, what)
+    if pooling not in POOLINGS:
+        raise UserError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
+    if distillation_token and pooling != "cls":
+        raise UserError(f"a distillation token needs pooling='cls'; got {pooling!r}")
+    if distillation_head and not distillation_token:
+        raise UserError("distillation_head=True needs distillation_token=True")
+    num_classes = positive["num_classes"]
+    if class_names is not None and len(class_names) != num_classes:
+        raise UserError(
+            f"class_names has {len(class_names)} names but num_classes is {num_classes}")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class VisionTransformer(keras.Model):
+class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, keras.Model):
     """An image classifier: patches, a class token, a pre-norm Transformer encoder, a head.
 
     Args:
@@ -179,22 +175,13 @@ class VisionTransformer(keras.Model):
         # As given: an int for square images (what most callers pass on), else a pair.
         self.image_size = image_size if isinstance(image_size, int) else (height, width)
         self.image_shape = (height, width, num_channels)
-        for what, value in (("patch_size", patch_size), ("num_classes", num_classes),
-                            ("hidden_dim", hidden_dim), ("num_layers", num_layers),
-                            ("num_heads", num_heads), ("intermediate_dim", intermediate_dim),
-                            ("num_channels", num_channels)):
-            positive_int(value, what)
-        if pooling not in POOLINGS:
-            raise UserError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
         if distillation_head is None:
             distillation_head = distillation_token
-        if distillation_token and pooling != "cls":
-            raise UserError(f"a distillation token needs pooling='cls'; got {pooling!r}")
-        if distillation_head and not distillation_token:
-            raise UserError("distillation_head=True needs distillation_token=True")
-        if class_names is not None and len(class_names) != num_classes:
-            raise UserError(
-                f"class_names has {len(class_names)} names but num_classes is {num_classes}")
+        _check_arguments(
+            pooling, distillation_token, distillation_head, class_names,
+            patch_size=patch_size, num_classes=num_classes, hidden_dim=hidden_dim,
+            num_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
+            num_channels=num_channels)
         self.patch_size = patch_size
         self.num_classes = num_classes
         self.hidden_dim = hidden_dim
@@ -214,7 +201,7 @@ class VisionTransformer(keras.Model):
         self.num_channels = num_channels
         self.pruned_heads = {int(b): sorted({int(h) for h in heads})
                              for b, heads in (pruned_heads or {}).items() if heads}
-        _check_pruned_heads(self.pruned_heads, num_layers, num_heads)
+        check_pruned_heads(self.pruned_heads, num_layers, num_heads)
         self.num_prefix_tokens = (1 if pooling == "cls" else 0) + int(self.distillation_token)
 
         # Preprocessing in float32 whatever the policy: pixel values need the precision.
@@ -223,26 +210,40 @@ class VisionTransformer(keras.Model):
             name="resizing")
         self.rescaling = keras.layers.Rescaling(
             scale=1.0 / 127.5, offset=-1.0, dtype="float32", name="rescaling")
-        policy = self.dtype_policy
+        self._create_embeddings(self._create_stem(stem_filters, stem_style))
+        self._create_encoder(attention_window, global_tokens, attention_block_size,
+                             query_key_norm)
+        self._create_head()
+        self.build((None, *self.image_shape))
+
+    def _create_stem(self, stem_filters: Sequence[int] | None, stem_style: str) -> int:
+        """Creates the hybrid model's convolutional stem (or none); returns the side of the
+        patches that the patch embedding cuts from the stem's feature map."""
         self.stem = self.stem_filters = None
         self.stem_style = stem_style
-        map_patch = patch_size
-        if stem_filters is not None:
-            self.stem = ConvolutionalStem(stem_filters, style=stem_style, dtype=policy,
-                                          name="stem")
-            self.stem_filters = list(self.stem.filters)
-            if patch_size % self.stem.stride:
-                raise UserError(
-                    f"patch_size {patch_size} is not a multiple of the stem's stride "
-                    f"{self.stem.stride} (2 ** len(stem_filters), stem_filters "
-                    f"{self.stem_filters})")
-            map_patch = patch_size // self.stem.stride
+        if stem_filters is None:
+            return self.patch_size
+        self.stem = ConvolutionalStem(stem_filters, style=stem_style, dtype=self.dtype_policy,
+                                      name="stem")
+        self.stem_filters = list(self.stem.filters)
+        if self.patch_size % self.stem.stride:
+            raise UserError(
+                f"patch_size {self.patch_size} is not a multiple of the stem's stride "
+                f"{self.stem.stride} (2 ** len(stem_filters), stem_filters "
+                f"{self.stem_filters})")
+        return self.patch_size // self.stem.stride
+
+    def _create_embeddings(self, map_patch: int) -> None:
+        """Creates the patch embedding (patches of side `map_patch` on the stem's map, or on
+        the image), the class and distillation tokens, and the position embedding."""
+        policy = self.dtype_policy
         self.patch_embedding = PatchEmbedding(
-            map_patch, hidden_dim, dtype=policy, name="patch_embedding")
+            map_patch, self.hidden_dim, dtype=policy, name="patch_embedding")
         # The grid in image pixels; PatchEmbedding checks that the sides divide.
-        self.grid_size = PatchEmbedding(patch_size, hidden_dim).grid_size((height, width))
+        self.grid_size = PatchEmbedding(self.patch_size, self.hidden_dim).grid_size(
+            self.image_shape[:2])
         self.class_token = None  # "gap" pooling has no class token (as in big_vision)
-        if pooling == "cls":
+        if self.pooling == "cls":
             self.class_token = ClassToken(dtype=policy, name="class_token")
         self.distillation_token_layer = None
         if self.distillation_token:
@@ -255,13 +256,18 @@ class VisionTransformer(keras.Model):
             dtype=policy, name="position_embedding")
         self.embedding_dropout = keras.layers.Dropout(
             self.dropout, dtype=policy, name="embedding_dropout")
+
+    def _create_encoder(self, attention_window: int | None, global_tokens: int,
+                        attention_block_size: int | None, query_key_norm: bool) -> None:
+        """Creates the encoder blocks (with the heads that pruning left) and the final norm."""
+        policy = self.dtype_policy
         self.encoder_blocks = []
-        for i in range(num_layers):
+        for i in range(self.num_layers):
             # A block with pruned heads has fewer heads of the unpruned size.
             pruned = len(self.pruned_heads.get(i, ()))
             self.encoder_blocks.append(TransformerEncoderBlock(
-                num_heads=num_heads - pruned, intermediate_dim=intermediate_dim,
-                key_dim=head_size(hidden_dim, num_heads, None) if pruned else None,
+                num_heads=self.num_heads - pruned, intermediate_dim=self.intermediate_dim,
+                key_dim=head_size(self.hidden_dim, self.num_heads, None) if pruned else None,
                 dropout=self.dropout, attention_dropout=self.attention_dropout,
                 activation="gelu", normalize_first=True,
                 layer_norm_epsilon=self.layer_norm_epsilon, attention_window=attention_window,
@@ -274,22 +280,25 @@ class VisionTransformer(keras.Model):
         self.query_key_norm = self.encoder_blocks[0].query_key_norm
         self.encoder_norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
+
+    def _create_head(self) -> None:
+        """Creates the optional tanh pre-logits layer and the head (or both heads)."""
         self.representation = None
-        if representation_size is not None:
+        if self.representation_size is not None:
             self.representation = keras.layers.Dense(
-                representation_size, activation="tanh", dtype=policy, name="representation")
+                self.representation_size, activation="tanh", dtype=self.dtype_policy,
+                name="representation")
         # Logits in float32 under mixed precision (softmax and loss need the range).
         if self.distillation_head:
             # Both heads in one layer: kernel[0] reads the class token, kernel[1] the
             # distillation token.
             self.head = keras.layers.EinsumDense(
-                "btd,tdc->btc", output_shape=(2, num_classes), bias_axes="tc",
+                "btd,tdc->btc", output_shape=(2, self.num_classes), bias_axes="tc",
                 kernel_initializer=self.head_initializer, dtype="float32", name="head")
         else:
             self.head = keras.layers.Dense(
-                num_classes, kernel_initializer=self.head_initializer, dtype="float32",
+                self.num_classes, kernel_initializer=self.head_initializer, dtype="float32",
                 name="head")
-        self.build((None, *self.image_shape))
 
     def build(self, input_shape: tuple) -> None:
         tokens = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
@@ -366,187 +375,6 @@ class VisionTransformer(keras.Model):
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (input_shape[0], self.num_classes)
-
-    # ------------------------------------------------------------------ inference helpers
-    def classify(self, images: Any, top_k: int = 5,
-                 batch_size: int = 32) -> list[list[tuple[str, float]]]:
-        """The `top_k` most probable classes of each image, most probable first.
-
-        Args:
-            images: one image `(height, width, channels)` or a batch of them, uint8 or
-                float, values 0..255; any size (they are resized to `image_size`).
-            top_k: how many classes per image (at most `num_classes` are returned).
-            batch_size: images per forward pass.
-
-        Returns:
-            One list per image (a single image gives a list of one list) of
-            `(class_name, probability)` pairs.
-
-        Raises:
-            ValueError: for images of the wrong rank, channel count or dtype, or a `top_k`
-                below 1.
-
-        Example:
-        >>> import numpy as np
-        >>> model = VisionTransformer.from_architecture("vit-cifar-tiny", num_layers=1)
-        >>> len(model.classify(np.zeros((32, 32, 3), "uint8"), top_k=3)[0])
-        3
-        """
-        positive_int(top_k, "top_k", error=UserError)
-        batch = as_image_batch(images, self.num_channels)
-        logits = np.asarray(self.predict(batch, batch_size=batch_size, verbose=0), "float64")
-        probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        probabilities /= probabilities.sum(axis=-1, keepdims=True)
-        best = np.argsort(-probabilities, axis=-1, kind="stable")[:, :top_k]
-        names = self.class_names or [f"class_{i}" for i in range(self.num_classes)]
-        return [[(names[i], float(row[i])) for i in order]
-                for row, order in zip(probabilities, best)]
-
-    def attention_maps(self, images: Any, batch_size: int = 32) -> list[np.ndarray]:
-        """The attention weights of every encoder block.
-
-        Args:
-            images: as for `classify`.
-            batch_size: images per forward pass.
-
-        Returns:
-            One float32 array per block, `(batch, heads, tokens, tokens)`, where tokens are
-            the class token (with "cls" pooling), the distillation token (if any), then the
-            patches in row-major order.
-        """
-        batch = as_image_batch(images, self.num_channels)
-        chunks = [self._forward(batch[start:start + batch_size], training=False,
-                                return_attention_scores=True)[1]
-                  for start in range(0, len(batch), batch_size)]
-        return [np.concatenate([ops.convert_to_numpy(ops.cast(chunk[layer], "float32"))
-                                for chunk in chunks])
-                for layer in range(self.num_layers)]
-
-    def attention_rollout(self, images: Any, discard_ratio: float = 0.0,
-                          head_fusion: str = "mean") -> np.ndarray:
-        """Which patches the prediction draws on: attention rollout over all blocks.
-
-        See `zoo.models.vit.attention_rollout.attention_rollout` (Abnar & Zuidema, 2020). With "cls"
-        pooling the class token's row is read out (with a distillation token too: its own
-        row is not used), with "gap" the mean of all rows.
-
-        Args:
-            images: as for `classify`.
-            discard_ratio: fraction in [0, 1) of each layer's weakest fused weights to zero.
-            head_fusion: "mean", "max" or "min" over heads.
-
-        Returns:
-            `(batch, grid_height, grid_width)` float32; each map is non-negative and sums
-            to 1 over the patch grid.
-        """
-        relevance = rollout_attention_maps(
-            self.attention_maps(images), num_prefix_tokens=self.num_prefix_tokens,
-            discard_ratio=discard_ratio, head_fusion=head_fusion)
-        return relevance.reshape(-1, *self.grid_size)
-
-    # ------------------------------------------------------------------ model surgery
-    def with_image_size(self, image_size: int | tuple[int, int],
-                        method: str = "bicubic") -> "VisionTransformer":
-        """A new model for another image size, with this one's weights.
-
-        The position embeddings of the patch grid are interpolated on the 2-D grid
-        (bicubic by default, as in the paper's fine-tuning at higher resolution, section
-        3.2); the rows of the class and distillation tokens are kept. All other weights are
-        copied unchanged.
-
-        Args:
-            image_size: the new side, or `(height, width)`; a multiple of `patch_size`.
-            method: the `keras.ops.image.resize` interpolation of the position grid.
-
-        Returns:
-            A new `VisionTransformer` (not compiled).
-        """
-        image_size_pair(image_size)  # checks it
-        return self._rebuilt({"image_size": image_size}, method)
-
-    def with_training_options(self, *, dropout: float | None = None,
-                              attention_dropout: float | None = None,
-                              dtype: str | keras.DTypePolicy | None = None
-                              ) -> "VisionTransformer":
-        """A new model with this one's weights and other dropout rates or compute dtype.
-
-        For fine-tuning: a model saved with dropout 0 in float32 can go on training with
-        dropout and in mixed precision (`dtype="mixed_bfloat16"`: float32 variables, bfloat16
-        compute). The weights are copied unchanged (as float32 variables they stay exact).
-
-        Args:
-            dropout: the new dropout rate of the embeddings and blocks (`None`: kept).
-            attention_dropout: the new dropout rate of the attention weights (`None`: kept).
-            dtype: the new dtype policy, e.g. `keras.config.dtype_policy()` (`None`: kept).
-
-        Returns:
-            A new `VisionTransformer` (not compiled).
-        """
-        return self._rebuilt(training_option_changes(dropout, attention_dropout, dtype))
-
-    def _rebuilt(self, changes: dict[str, Any], method: str = "bicubic"
-                 ) -> "VisionTransformer":
-        """`from_config` with `changes`, given this model's weights (the position grid
-        interpolated with `method` where the image size changed)."""
-        model = type(self).from_config({**self.get_config(), **changes})
-        old_table = self.position_embedding.position_embeddings
-
-        def positions(old: Any, new: Any) -> Any:
-            if old is not old_table or model.grid_size == self.grid_size:
-                return None
-            return interpolate_position_embedding_2d(
-                ops.convert_to_tensor(old), self.grid_size, model.grid_size,
-                num_prefix_tokens=self.num_prefix_tokens, method=method)
-
-        copy_weights(self, model, positions)
-        return model
-
-    def prune_heads(self, heads_to_prune: Mapping[int, Sequence[int]]) -> "VisionTransformer":
-        """A new model without the given attention heads; this one is left unchanged.
-
-        The new model is made by `from_config` with the merged `pruned_heads` (so that it
-        saves and loads), and given this model's weights: each pruned block's attention
-        takes the kept heads' weights (`MultiHeadAttention.pruned`), whose outputs stay as
-        they were; all other weights are copied. Heads are numbered as in the unpruned
-        model; heads already pruned are skipped. Like `with_image_size`, the new model is
-        not compiled: compile it before training it further.
-
-        Args:
-            heads_to_prune: `{block_index: [head, ...]}`.
-
-        Returns:
-            A new `VisionTransformer`: `model = model.prune_heads({0: [2, 5]})`.
-
-        Raises:
-            ValueError: for a block index or head out of range, or pruning every head of a
-                block.
-        """
-        merged = {b: list(h) for b, h in self.pruned_heads.items()}
-        for block, heads in heads_to_prune.items():
-            merged[block] = list(heads) + merged.get(block, [])
-        _check_pruned_heads(merged, self.num_layers, self.num_heads)
-        model = type(self).from_config({**self.get_config(), "pruned_heads": merged})
-        sources = []  # per block, the attention layer whose weights the new block takes
-        for block, old in enumerate(self.encoder_blocks):
-            gone = set(self.pruned_heads.get(block, []))
-            remaining = [h for h in range(self.num_heads) if h not in gone]
-            new = sorted(set(merged.get(block, [])) - gone)
-            attention = old.self_attention
-            sources.append(attention.pruned([remaining.index(h) for h in new])
-                           if new else attention)
-        old_attention = {id(w) for b in self.encoder_blocks for w in b.self_attention.weights}
-        new_attention = {id(w) for b in model.encoder_blocks for w in b.self_attention.weights}
-        pairs = list(zip([w for w in self.weights if id(w) not in old_attention],
-                         [w for w in model.weights if id(w) not in new_attention]))
-        for source, block in zip(sources, model.encoder_blocks):
-            pairs += zip(source.weights, block.self_attention.weights)
-        for old, new in pairs:
-            if tuple(old.shape) != tuple(new.shape):
-                raise ValueError(
-                    f"cannot copy weight {old.path} of shape {tuple(old.shape)} to "
-                    f"{new.path} of shape {tuple(new.shape)}")
-            new.assign(ops.cast(old, new.dtype))
-        return model
 
     # ------------------------------------------------------------------ config, presets
     @classmethod

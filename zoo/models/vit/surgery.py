@@ -1,0 +1,154 @@
+"""Model surgery on a Vision Transformer: a new model with this one's weights at another image
+size (the position grid interpolated), with other training options, or without some heads.
+
+`VisionTransformer` takes these methods from `VisionTransformerSurgery`; none changes the model
+it is called on. Each new model is made by `from_config`, so that it saves and loads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import keras
+from keras import ops
+
+from zoo.errors import UserError
+from zoo.layers.position_embedding import interpolate_position_embedding_2d
+from zoo.layers.validation import image_size_pair, is_int
+from zoo.models.architectures import copy_weights, training_option_changes
+
+if TYPE_CHECKING:
+    from zoo.models.vit.model import VisionTransformer
+
+
+def _is_index(value: Any, size: int) -> bool:
+    return is_int(value) and 0 <= value < size
+
+
+def check_pruned_heads(pruned_heads: Mapping[Any, Sequence[Any]], num_layers: int,
+                       num_heads: int) -> None:
+    """Raises a UserError unless `pruned_heads` names blocks and heads that exist and leaves
+    each block at least one head.
+
+    Args:
+        pruned_heads: `{block_index: [head, ...]}`, heads in the original numbering.
+        num_layers: the model's number of encoder blocks.
+        num_heads: the unpruned number of heads per block.
+    """
+    for block, heads in pruned_heads.items():
+        if not _is_index(block, num_layers):
+            raise UserError(
+                f"block index {block!r} is out of range for {num_layers} blocks")
+        bad = [h for h in heads if not _is_index(h, num_heads)]
+        if bad:
+            raise UserError(f"heads {bad} of block {block} are out of range for "
+                            f"{num_heads} heads")
+        if len(set(heads)) >= num_heads:
+            raise UserError(f"cannot remove all {num_heads} heads of block {block}")
+
+
+class VisionTransformerSurgery:
+    """`VisionTransformer`'s methods that make a new model from this one's weights."""
+
+    def with_image_size(self, image_size: int | tuple[int, int],
+                        method: str = "bicubic") -> "VisionTransformer":
+        """A new model for another image size, with this one's weights.
+
+        The position embeddings of the patch grid are interpolated on the 2-D grid
+        (bicubic by default, as in the paper's fine-tuning at higher resolution, section
+        3.2); the rows of the class and distillation tokens are kept. All other weights are
+        copied unchanged.
+
+        Args:
+            image_size: the new side, or `(height, width)`; a multiple of `patch_size`.
+            method: the `keras.ops.image.resize` interpolation of the position grid.
+
+        Returns:
+            A new `VisionTransformer` (not compiled).
+        """
+        image_size_pair(image_size)  # checks it
+        return self._rebuilt({"image_size": image_size}, method)
+
+    def with_training_options(self, *, dropout: float | None = None,
+                              attention_dropout: float | None = None,
+                              dtype: str | keras.DTypePolicy | None = None
+                              ) -> "VisionTransformer":
+        """A new model with this one's weights and other dropout rates or compute dtype.
+
+        For fine-tuning: a model saved with dropout 0 in float32 can go on training with
+        dropout and in mixed precision (`dtype="mixed_bfloat16"`: float32 variables, bfloat16
+        compute). The weights are copied unchanged (as float32 variables they stay exact).
+
+        Args:
+            dropout: the new dropout rate of the embeddings and blocks (`None`: kept).
+            attention_dropout: the new dropout rate of the attention weights (`None`: kept).
+            dtype: the new dtype policy, e.g. `keras.config.dtype_policy()` (`None`: kept).
+
+        Returns:
+            A new `VisionTransformer` (not compiled).
+        """
+        return self._rebuilt(training_option_changes(dropout, attention_dropout, dtype))
+
+    def _rebuilt(self, changes: dict[str, Any], method: str = "bicubic"
+                 ) -> "VisionTransformer":
+        """`from_config` with `changes`, given this model's weights (the position grid
+        interpolated with `method` where the image size changed)."""
+        model = type(self).from_config({**self.get_config(), **changes})
+        old_table = self.position_embedding.position_embeddings
+
+        def positions(old: Any, new: Any) -> Any:
+            if old is not old_table or model.grid_size == self.grid_size:
+                return None
+            return interpolate_position_embedding_2d(
+                ops.convert_to_tensor(old), self.grid_size, model.grid_size,
+                num_prefix_tokens=self.num_prefix_tokens, method=method)
+
+        copy_weights(self, model, positions)
+        return model
+
+    def prune_heads(self, heads_to_prune: Mapping[int, Sequence[int]]) -> "VisionTransformer":
+        """A new model without the given attention heads; this one is left unchanged.
+
+        The new model is made by `from_config` with the merged `pruned_heads` (so that it
+        saves and loads), and given this model's weights: each pruned block's attention
+        takes the kept heads' weights (`MultiHeadAttention.pruned`), whose outputs stay as
+        they were; all other weights are copied. Heads are numbered as in the unpruned
+        model; heads already pruned are skipped. Like `with_image_size`, the new model is
+        not compiled: compile it before training it further.
+
+        Args:
+            heads_to_prune: `{block_index: [head, ...]}`.
+
+        Returns:
+            A new `VisionTransformer`: `model = model.prune_heads({0: [2, 5]})`.
+
+        Raises:
+            ValueError: for a block index or head out of range, or pruning every head of a
+                block.
+        """
+        merged = {b: list(h) for b, h in self.pruned_heads.items()}
+        for block, heads in heads_to_prune.items():
+            merged[block] = list(heads) + merged.get(block, [])
+        check_pruned_heads(merged, self.num_layers, self.num_heads)
+        model = type(self).from_config({**self.get_config(), "pruned_heads": merged})
+        sources = []  # per block, the attention layer whose weights the new block takes
+        for block, old in enumerate(self.encoder_blocks):
+            gone = set(self.pruned_heads.get(block, []))
+            remaining = [h for h in range(self.num_heads) if h not in gone]
+            new = sorted(set(merged.get(block, [])) - gone)
+            attention = old.self_attention
+            sources.append(attention.pruned([remaining.index(h) for h in new])
+                           if new else attention)
+        old_attention = {id(w) for b in self.encoder_blocks for w in b.self_attention.weights}
+        new_attention = {id(w) for b in model.encoder_blocks for w in b.self_attention.weights}
+        pairs = list(zip([w for w in self.weights if id(w) not in old_attention],
+                         [w for w in model.weights if id(w) not in new_attention]))
+        for source, block in zip(sources, model.encoder_blocks):
+            pairs += zip(source.weights, block.self_attention.weights)
+        for old, new in pairs:
+            if tuple(old.shape) != tuple(new.shape):
+                raise ValueError(
+                    f"cannot copy weight {old.path} of shape {tuple(old.shape)} to "
+                    f"{new.path} of shape {tuple(new.shape)}")
+            new.assign(ops.cast(old, new.dtype))
+        return model
