@@ -29,6 +29,7 @@ import numpy as np
 from keras import ops
 
 from .attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
+from .attention_masks import AttentionMasks
 from .validation import positive_int
 
 
@@ -326,3 +327,71 @@ def sliding_window_attention(
         contexts.append(_masked_context(logits, allowed, block_v, mean_value, check_empty))
     context = contexts[0] if len(contexts) == 1 else ops.concatenate(contexts, axis=-2)
     return ops.cast(context, value.dtype)
+
+
+def long_sequence_attention(query: Any, key: Any, value: Any, masks: AttentionMasks,
+                            window: int | None, global_tokens: int = 0,
+                            block_size: int | None = None) -> Any:
+    """`sliding_window_attention` where `window` is set, else `chunked_attention`, under
+    the masks of a `MultiHeadAttention` call.
+
+    The same result as the explicit equation with the equivalent dense mask (`combined_mask`,
+    and `sliding_window_mask` with a window): the key padding and the explicit mask go to
+    the kernel, causality as its flag, and a padded query gets the mean of all values.
+
+    Args:
+        query: `(batch, heads, T, key_dim)` queries.
+        key: `(batch, heads, S, key_dim)` keys.
+        value: `(batch, heads, S, value_dim)` values.
+        masks: the call's masks (`causal_offset` is not used: the first query is at 0).
+        window: the window of `sliding_window_attention`, or None for key blocks.
+        global_tokens: with a window, how many leading positions attend globally.
+        block_size: the kernel's block size; its default when None.
+
+    Returns:
+        `(batch, heads, T, value_dim)` context vectors.
+    """
+    mask = None  # (batch, 1, T or 1, S): key padding and the explicit mask
+    for padding in (masks.value_mask, masks.key_mask):
+        if padding is not None:
+            mask = _and(mask, ops.expand_dims(ops.cast(padding, "bool"), 1))
+    if masks.attention_mask is not None:
+        attention_mask = ops.convert_to_tensor(masks.attention_mask)
+        check_mask_broadcasts(attention_mask, (query.shape[0], query.shape[2], key.shape[2]))
+        mask = _and(mask, ops.cast(attention_mask, "bool"))
+    if mask is not None:
+        mask = ops.expand_dims(mask, 1) if len(mask.shape) == 3 else mask
+    if window is not None:
+        context = sliding_window_attention(
+            query, key, value, window, causal=masks.causal, global_tokens=global_tokens,
+            mask=mask, block_size=block_size)
+    else:
+        context = chunked_attention(query, key, value, mask=mask, causal=masks.causal,
+                                    block_size=block_size)
+    if masks.query_mask is not None:
+        # A padded query's row is fully masked in the dense equation, hence uniform:
+        # the mean of all values.
+        keep = ops.reshape(ops.cast(masks.query_mask, "bool"), (-1, 1, query.shape[2], 1))
+        mean = ops.cast(ops.mean(ops.cast(value, "float32"), axis=2, keepdims=True), value.dtype)
+        context = ops.where(keep, context, mean)
+    return context
+
+
+def check_long_sequence_options(attention_window: Any, global_tokens: Any,
+                                attention_block_size: Any) -> tuple[int | None, int, int | None]:
+    """Validates `attention_window`, `global_tokens` and `attention_block_size`.
+
+    Returns:
+        The three as ints (None where unset; `global_tokens` 0 when None).
+
+    Raises:
+        ValueError: naming the bad value.
+    """
+    window = positive_int(attention_window, "attention_window", minimum=0, optional=True)
+    global_tokens = positive_int(global_tokens, "global_tokens", minimum=0, optional=True) or 0
+    block_size = positive_int(attention_block_size, "attention_block_size", optional=True)
+    if global_tokens and window is None:
+        raise ValueError(
+            f"global_tokens needs attention_window; got global_tokens={global_tokens} with "
+            "attention_window=None")
+    return window, global_tokens, block_size

@@ -10,29 +10,24 @@ The projections hold all heads in one kernel each, with the same weight shapes a
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import keras
-import numpy as np
 from keras import ops
 
-from .attention import (
-    causal_mask,
-    check_mask_broadcasts,
-    fused_attention,
-    scaled_dot_product_attention,
-)
+from . import attention_cache
+from .attention import fused_attention, fused_attention_supported, scaled_dot_product_attention
+from .attention_masks import AttentionMasks, and_mask, combined_mask
 from .chunked_attention import (
-    chunked_attention,
-    sliding_window_attention,
+    check_long_sequence_options,
+    long_sequence_attention,
     sliding_window_mask,
 )
+from .einsum_projection import project
+from .head_pruning import prune_attention_heads
 from .initializers import clone_initializer
 from .keras_internals import keras_mask
 from .layer_normalization import LayerNormalization
-from .slice_update import update_slice
-from .validation import positive_int
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -47,12 +42,7 @@ class MultiHeadAttention(keras.layers.Layer):
     `(batch, T, S)`, and `use_causal_mask` are combined with a logical AND.
 
     Cache (incremental decoding): a `(keys, values)` pair of projected keys and values,
-    each `(batch, heads, S_max, head_dim)`. Two buffers rather than one stacked tensor, and
-    heads before positions: a step writes its tokens into each buffer (one `update_slice`,
-    which XLA does in place), and attention reads the buffers as they are, a batched matmul
-    per head, where a stacked, position-major cache was split, transposed and stacked again
-    every step (copies that grow with the cache; the translator's searches run 1.35-1.4x
-    faster without them, greedy and beam 4, TensorFlow and JAX).
+    each `(batch, heads, S_max, head_dim)` (its layout: `attention_cache`).
     - Self-attention: pass `cache` and `cache_update_index`; the keys and values of the
       current `query` tokens are written at that index, and the queries attend to cache
       positions up to their own (causal by construction, so unwritten slots are never seen).
@@ -74,6 +64,8 @@ class MultiHeadAttention(keras.layers.Layer):
     lengths; where weights are requested, attention dropout is active, a cache is used or the
     length is unknown, the explicit equation runs instead with the equivalent dense mask, so
     the results are the same.
+    One method, `_compute_attention`, chooses among these kernels; a subclass may override
+    it to add its own.
 
     Args:
         num_heads: number of attention heads.
@@ -120,23 +112,12 @@ class MultiHeadAttention(keras.layers.Layer):
     (1, 3, 8)
     """
 
-    def __init__(
-        self,
-        num_heads: int,
-        key_dim: int,
-        value_dim: int | None = None,
-        dropout: float = 0.0,
-        use_bias: bool = True,
-        output_shape: int | None = None,
-        use_fused_attention: bool = True,
-        query_key_norm: bool = False,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        attention_window: int | None = None,
-        global_tokens: int = 0,
-        attention_block_size: int | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None,
+                 dropout: float = 0.0, use_bias: bool = True, output_shape: int | None = None,
+                 use_fused_attention: bool = True, query_key_norm: bool = False,
+                 kernel_initializer: Any = "glorot_uniform", bias_initializer: Any = "zeros",
+                 attention_window: int | None = None, global_tokens: int = 0,
+                 attention_block_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if int(num_heads) < 1 or int(key_dim) < 1:
             raise ValueError(
@@ -205,12 +186,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _queries(self, query: Any) -> Any:
         """`(batch, T, heads, key_dim)` projected (and normalised) queries."""
-        q = _project(self.query_dense, query)
+        q = project(self.query_dense, query)
         return self.query_norm(q) if self.query_key_norm else q
 
     def _keys(self, key: Any) -> Any:
         """`(batch, S, heads, key_dim)` projected (and normalised) keys."""
-        k = _project(self.key_dense, key)
+        k = project(self.key_dense, key)
         return self.key_norm(k) if self.query_key_norm else k
 
     # ------------------------------------------------------------------ cache helpers
@@ -230,70 +211,33 @@ class MultiHeadAttention(keras.layers.Layer):
         if not self.built:
             self.build(tuple(value.shape), tuple(value.shape), tuple(key.shape))
         return (_heads_first(self._keys(key)),
-                _heads_first(_project(self.value_dense, value)))
+                _heads_first(project(self.value_dense, value)))
 
     def empty_cache(self, batch_size: int, max_length: int) -> tuple[Any, Any]:
         """A zero self-attention cache: `(keys, values)`, each
         `(batch, heads, max_length, key_dim)`."""
-        shape = (batch_size, self.num_heads, max_length, self.key_dim)
-        return (ops.zeros(shape, dtype=self.compute_dtype),
-                ops.zeros(shape, dtype=self.compute_dtype))
+        return attention_cache.empty_cache(batch_size, self.num_heads, max_length,
+                                           self.key_dim, self.compute_dtype)
 
-    @staticmethod
-    def grow_cache(cache: tuple[Any, Any], max_length: Any) -> tuple[Any, Any]:
-        """A self-attention cache with room for `max_length` positions: its own, then zeros
-        (`max_length` may be a scalar tensor in a TensorFlow graph)."""
-        _check_cache_pair(cache)
-        extra = max_length - ops.shape(cache[0])[2]
-        widths = [[0, 0], [0, 0], [0, extra], [0, 0]]
-        return ops.pad(cache[0], widths), ops.pad(cache[1], widths)
+    grow_cache = staticmethod(attention_cache.grow_cache)
 
     # ------------------------------------------------------------------ masks
-    def _combined_mask(self, query: Any, key_length: int, query_mask: Any, value_mask: Any,
-                       key_mask: Any, attention_mask: Any, causal: bool,
-                       causal_offset: Any) -> Any | None:
+    def _combined_mask(self, query: Any, key_length: Any, masks: AttentionMasks) -> Any | None:
         """A boolean `(batch or 1, T, S)` mask, or None when nothing is masked."""
-        query_length = ops.shape(query)[1]
-        mask = None
-
-        def _and(a: Any, b: Any) -> Any:
-            return b if a is None else ops.logical_and(a, b)
-
-        if query_mask is not None:
-            mask = _and(mask, ops.expand_dims(ops.cast(query_mask, "bool"), -1))
-        for padding in (value_mask, key_mask):
-            if padding is not None:
-                mask = _and(mask, ops.expand_dims(ops.cast(padding, "bool"), 1))
-        if causal:
-            mask = _and(mask, ops.expand_dims(
-                causal_mask(query_length, key_length, offset=causal_offset), 0))
-        if attention_mask is not None:
-            attention_mask = ops.convert_to_tensor(attention_mask)
-            check_mask_broadcasts(attention_mask, (query.shape[0], query.shape[1], key_length))
-            mask = _and(mask, ops.cast(attention_mask, "bool"))
-        return mask
+        return combined_mask(query, key_length, masks)
 
     # ------------------------------------------------------------------ call
-    def call(
-        self,
-        query: Any,
-        value: Any | None = None,
-        key: Any | None = None,
-        query_mask: Any | None = None,
-        value_mask: Any | None = None,
-        key_mask: Any | None = None,
-        attention_mask: Any | None = None,
-        use_causal_mask: bool = False,
-        return_attention_scores: bool = False,
-        training: bool | None = None,
-        cache: Any | None = None,
-        cache_update_index: Any | None = None,
-    ) -> Any:
+    def call(self, query: Any, value: Any | None = None, key: Any | None = None,
+             query_mask: Any | None = None, value_mask: Any | None = None,
+             key_mask: Any | None = None, attention_mask: Any | None = None,
+             use_causal_mask: bool = False, return_attention_scores: bool = False,
+             training: bool | None = None, cache: Any | None = None,
+             cache_update_index: Any | None = None) -> Any:
         if cache is None and cache_update_index is not None:
             raise ValueError("cache_update_index needs a cache: pass cache=... (an "
                              "empty_cache or the previous step's), or drop the index")
         if cache is not None:
-            _check_cache_pair(cache)
+            attention_cache.check_cache_pair(cache)
         self_attention = value is None
         # With a cross-attention cache, `value` and `key` are not used, nor are their masks.
         cached_memory = cache is not None and cache_update_index is None
@@ -313,65 +257,26 @@ class MultiHeadAttention(keras.layers.Layer):
 
         q = self._queries(query)  # (batch, T, heads, key_dim)
         causal_offset: Any = 0
-        if cache is not None and cache_update_index is None:
-            # Cross-attention: keys and values were computed once.
+        if cached_memory:  # cross-attention: keys and values were computed once
             k, v = cache
         elif cache is not None:
             # Self-attention step: write this block's keys and values at the index.
-            self._check_cache_index(cache, query, cache_update_index)
-            start = [0, 0, cache_update_index, 0]
-            k = update_slice(cache[0], start, _heads_first(self._keys(key)))
-            v = update_slice(cache[1], start,
-                                 _heads_first(_project(self.value_dense, value)))
-            cache = (k, v)
+            attention_cache.check_cache_index(cache, query.shape[1], cache_update_index)
+            cache = attention_cache.write_cache(
+                cache, cache_update_index, _heads_first(self._keys(key)),
+                _heads_first(project(self.value_dense, value)))
+            k, v = cache
             # Keys beyond a query's own position (including unwritten slots) stay hidden.
-            use_causal_mask = True
-            causal_offset = cache_update_index
+            use_causal_mask, causal_offset = True, cache_update_index
             value_mask = key_mask = None  # padding of earlier tokens is in attention_mask
         else:
-            k = self._keys(key)
-            v = _project(self.value_dense, value)
-
-        if self.attention_window is not None and cache is None and None not in (
-                q.shape[1], k.shape[1]) and q.shape[1] != k.shape[1]:
-            raise ValueError(
-                "attention_window needs self-attention with equal query and key lengths; got "
-                f"{q.shape[1]} queries and {k.shape[1]} keys")
-        dropout_active = self.dropout > 0.0 and bool(training)
-        if (cache is None and not return_attention_scores and not dropout_active
-                and self._blocked_attention_applies(q, k)):
-            context = self._blocked_attention(
-                q, k, v, query_mask, value_mask, key_mask, attention_mask, use_causal_mask)
-            return _project(self.output_dense, context, input_axes=2)
-
-        key_length = ops.shape(k)[2 if cache is not None else 1]
-        mask = self._combined_mask(
-            q, key_length, query_mask, value_mask, key_mask, attention_mask,
-            use_causal_mask, causal_offset,
-        )
-        if self.attention_window is not None:
-            mask = _and_mask(mask, ops.expand_dims(sliding_window_mask(
-                ops.shape(q)[1], key_length, self.attention_window,
-                global_tokens=self.global_tokens, offset=causal_offset), 0))
-        if (self.use_fused_attention and not return_attention_scores and not dropout_active
-                and cache is None and _fused_supported(q.dtype)):
-            fused_mask = None if mask is None else ops.expand_dims(mask, 1)
-            context = fused_attention(q, k, v, mask=fused_mask)
-            scores = None
-        else:
-            # (batch, heads, T, d) layout for the explicit equation (a cache is in it).
-            if cache is None:
-                k, v = _heads_first(k), _heads_first(v)
-            context, scores = scaled_dot_product_attention(
-                _heads_first(q), k, v,
-                mask=None if mask is None else ops.expand_dims(mask, 1),
-            )  # context (batch, heads, T, value_dim); scores (batch, heads, T, S)
-            if dropout_active:
-                weights = self._dropout_layer(ops.cast(scores, v.dtype), training=training)
-                context = ops.matmul(weights, v)
-            context = _heads_first(context)  # back to (batch, T, heads, value_dim)
-        output = _project(self.output_dense, context, input_axes=2)
-
+            k, v = self._keys(key), project(self.value_dense, value)
+        masks = AttentionMasks(query_mask, value_mask, key_mask, attention_mask,
+                               use_causal_mask, causal_offset)
+        context, scores = self._compute_attention(
+            q, k, v, masks, cached=cache is not None,
+            return_attention_scores=return_attention_scores, training=training)
+        output = project(self.output_dense, context, input_axes=2)
         if cache is not None:
             if return_attention_scores:
                 return output, scores, cache
@@ -379,6 +284,64 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def _compute_attention(self, query: Any, key: Any, value: Any, masks: AttentionMasks,
+                           cached: bool = False, return_attention_scores: bool = False,
+                           training: bool | None = None) -> tuple[Any, Any | None]:
+        """Attention of projected queries over projected keys and values: the one place
+        where the kernel is chosen.
+
+        The window or chunked kernel (`long_sequence_attention`) where a long-sequence option is
+        set, the lengths are static and neither weights, dropout nor a cache are involved;
+        else the fused `keras.ops.dot_product_attention` where it is allowed and runs here;
+        else the explicit equation, which alone returns weights and drops them out.
+
+        Args:
+            query: `(batch, T, heads, key_dim)` projected queries.
+            key: `(batch, S, heads, key_dim)`, or the cache's `(batch, heads, S, key_dim)`.
+            value: `(batch, S, heads, value_dim)`, or the cache's
+                `(batch, heads, S, value_dim)`.
+            masks: the padding masks, explicit mask and causality to combine.
+            cached: whether `key` and `value` are a cache's buffers (heads first).
+            return_attention_scores: whether the weights are wanted.
+            training: whether attention dropout is active.
+
+        Returns:
+            `(context, scores)`: context `(batch, T, heads, value_dim)`; scores
+            `(batch, heads, T, S)` float32 from the explicit equation, None otherwise.
+        """
+        if self.attention_window is not None and not cached and None not in (
+                query.shape[1], key.shape[1]) and query.shape[1] != key.shape[1]:
+            raise ValueError(
+                "attention_window needs self-attention with equal query and key lengths; got "
+                f"{query.shape[1]} queries and {key.shape[1]} keys")
+        dropout_active = self.dropout > 0.0 and bool(training)
+        blocked = self.attention_window is not None or self.attention_block_size is not None
+        if (blocked and not cached and not return_attention_scores and not dropout_active
+                and None not in (query.shape[1], key.shape[1])):  # static lengths only
+            context = long_sequence_attention(
+                *(_heads_first(t) for t in (query, key, value)), masks, self.attention_window,
+                self.global_tokens, self.attention_block_size)
+            return _heads_first(context), None
+        key_length = ops.shape(key)[2 if cached else 1]
+        mask = self._combined_mask(query, key_length, masks)
+        if self.attention_window is not None:
+            mask = and_mask(mask, ops.expand_dims(sliding_window_mask(
+                ops.shape(query)[1], key_length, self.attention_window,
+                global_tokens=self.global_tokens, offset=masks.causal_offset), 0))
+        mask = None if mask is None else ops.expand_dims(mask, 1)  # (batch, 1, T, S)
+        if (self.use_fused_attention and not return_attention_scores and not dropout_active
+                and not cached and fused_attention_supported(query.dtype)):
+            return fused_attention(query, key, value, mask=mask), None
+        if not cached:  # the explicit equation's (batch, heads, S, d) layout, as a cache's
+            key, value = _heads_first(key), _heads_first(value)
+        context, scores = scaled_dot_product_attention(
+            _heads_first(query), key, value, mask=mask,
+        )  # context (batch, heads, T, value_dim); scores (batch, heads, T, S)
+        if dropout_active:
+            weights = self._dropout_layer(ops.cast(scores, value.dtype), training=training)
+            context = ops.matmul(weights, value)
+        return _heads_first(context), scores
 
     def attend(self, query: Any, value: Any | None = None, **kwargs: Any
                ) -> tuple[Any, Any | None, Any | None]:
@@ -402,46 +365,6 @@ class MultiHeadAttention(keras.layers.Layer):
             return result, None, None
         output, *rest = result
         return output, (rest[0] if with_scores else None), (rest[-1] if with_cache else None)
-
-    # ------------------------------------------------------------------ long sequences
-    def _blocked_attention_applies(self, q: Any, k: Any) -> bool:
-        """Whether the window or chunked path can run: set, with static lengths."""
-        if self.attention_window is None and self.attention_block_size is None:
-            return False
-        query_length, key_length = q.shape[1], k.shape[1]
-        if query_length is None or key_length is None:
-            return False  # symbolic shapes: the dense equation, same result
-        return True
-
-    def _blocked_attention(self, q: Any, k: Any, v: Any, query_mask: Any, value_mask: Any,
-                           key_mask: Any, attention_mask: Any, causal: bool) -> Any:
-        """Window or chunked attention; `(batch, T, heads, value_dim)` like the fused path."""
-        mask = None  # (batch, 1, T or 1, S): key padding and the explicit mask
-        for padding in (value_mask, key_mask):
-            if padding is not None:
-                mask = _and_mask(mask, ops.expand_dims(ops.cast(padding, "bool"), 1))
-        if attention_mask is not None:
-            attention_mask = ops.convert_to_tensor(attention_mask)
-            check_mask_broadcasts(attention_mask, (q.shape[0], q.shape[1], k.shape[1]))
-            mask = _and_mask(mask, ops.cast(attention_mask, "bool"))
-        if mask is not None:
-            mask = ops.expand_dims(mask, 1) if len(mask.shape) == 3 else mask
-        q, k, v = (_heads_first(t) for t in (q, k, v))  # (batch, heads, ., d)
-        if self.attention_window is not None:
-            context = sliding_window_attention(
-                q, k, v, self.attention_window, causal=causal,
-                global_tokens=self.global_tokens, mask=mask,
-                block_size=self.attention_block_size)
-        else:
-            context = chunked_attention(q, k, v, mask=mask, causal=causal,
-                                        block_size=self.attention_block_size)
-        if query_mask is not None:
-            # A padded query's row is fully masked in the dense equation, hence uniform:
-            # the mean of all values.
-            keep = ops.reshape(ops.cast(query_mask, "bool"), (-1, 1, q.shape[2], 1))
-            mean = ops.cast(ops.mean(ops.cast(v, "float32"), axis=2, keepdims=True), v.dtype)
-            context = ops.where(keep, context, mean)
-        return _heads_first(context)
 
     def compute_mask(self, query: Any, previous_mask: Any = None) -> Any:
         return keras_mask(query) if previous_mask is None else previous_mask
@@ -469,24 +392,10 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"{size}"
                 )
 
-    def _check_cache_index(self, cache: Any, query: Any, index: Any) -> None:
-        cache_length = cache[0].shape[2]
-        if isinstance(index, (int, np.integer)) and cache_length is not None:
-            query_length = query.shape[1]
-            if index < 0 or (query_length is not None and index + query_length > cache_length):
-                raise ValueError(
-                    f"cache_update_index {index} with {query_length} new tokens does not fit "
-                    f"in a cache of length {cache_length}"
-                )
-
     # ------------------------------------------------------------------ pruning
     def pruned(self, heads: Sequence[int]) -> "MultiHeadAttention":
-        """A new, built layer without the given heads; the other heads compute as here.
-
-        The output projection is a sum over heads, so dropping head h's rows of W^O (and
-        its columns of W^Q, W^K, W^V) removes just that head's contribution. The new layer
-        is made by `from_config` with the smaller `num_heads`, and given the kept heads'
-        weights.
+        """A new, built layer without the given heads; the other heads compute as here
+        (`head_pruning.prune_attention_heads` says why).
 
         Args:
             heads: indices of the heads to remove, in `[0, num_heads)`.
@@ -506,32 +415,7 @@ class MultiHeadAttention(keras.layers.Layer):
         >>> smaller.num_heads, tuple(smaller.query_dense.kernel.shape)
         (2, (8, 2, 2))
         """
-        if not self.built:
-            raise ValueError("pruning heads needs a built layer; call it on data first")
-        heads = sorted({int(h) for h in heads})
-        bad = [h for h in heads if not 0 <= h < self.num_heads]
-        if bad:
-            raise ValueError(f"heads {bad} are out of range for a layer of {self.num_heads} heads")
-        if len(heads) >= self.num_heads:
-            raise ValueError(f"cannot remove all {self.num_heads} heads")
-        keep = [h for h in range(self.num_heads) if h not in heads]
-        layer = type(self).from_config({**self.get_config(), "num_heads": len(keep)})
-        layer.build(*self._input_shapes())
-        for old, new in ((self.query_dense, layer.query_dense), (self.key_dense, layer.key_dense),
-                         (self.value_dense, layer.value_dense)):
-            kernel, *bias = old.get_weights()  # (d, heads, head_dim), (heads, head_dim)
-            new.set_weights([kernel[:, keep, :]] + [b[keep, :] for b in bias])
-        kernel, *bias = self.output_dense.get_weights()  # (heads, value_dim, d_out), (d_out,)
-        layer.output_dense.set_weights([kernel[keep, :, :]] + bias)
-        if self.query_key_norm:  # one scale and offset for every head: kept as they are
-            layer.query_norm.set_weights(self.query_norm.get_weights())
-            layer.key_norm.set_weights(self.key_norm.get_weights())
-        return layer
-
-    def _input_shapes(self) -> tuple[tuple, tuple, tuple]:
-        """The query, value and key shapes this layer was built for (batch, length unknown)."""
-        return tuple((None, None, size) for size in (
-            self._query_dim, self._value_input_dim, self._key_input_dim))
+        return prune_attention_heads(self, heads)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -555,85 +439,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return config
 
 
-def check_long_sequence_options(attention_window: Any, global_tokens: Any,
-                                attention_block_size: Any) -> tuple[int | None, int, int | None]:
-    """Validates `attention_window`, `global_tokens` and `attention_block_size`.
-
-    Returns:
-        The three as ints (None where unset; `global_tokens` 0 when None).
-
-    Raises:
-        ValueError: naming the bad value.
-    """
-    window = positive_int(attention_window, "attention_window", minimum=0, optional=True)
-    global_tokens = positive_int(global_tokens, "global_tokens", minimum=0, optional=True) or 0
-    block_size = positive_int(attention_block_size, "attention_block_size", optional=True)
-    if global_tokens and window is None:
-        raise ValueError(
-            f"global_tokens needs attention_window; got global_tokens={global_tokens} with "
-            "attention_window=None")
-    return window, global_tokens, block_size
-
-
-def _check_cache_pair(cache: Any) -> None:
-    """A cache is a `(keys, values)` pair of 4-D tensors (from `empty_cache` or
-    `compute_cache`); anything else is one line naming what came."""
-    if isinstance(cache, (tuple, list)) and len(cache) == 2 and all(
-            len(getattr(part, "shape", ())) == 4 for part in cache):
-        return
-    found = (f"a {type(cache).__name__} of {len(cache)}" if isinstance(cache, (tuple, list))
-             else f"an array of shape {tuple(cache.shape)}" if hasattr(cache, "shape")
-             else type(cache).__name__)
-    raise ValueError("cache must be a (keys, values) pair, each (batch, heads, length, "
-                     f"head_dim), as empty_cache and compute_cache return; got {found}")
-
-
 def _heads_first(x: Any) -> Any:
     """`(batch, length, heads, d)` to `(batch, heads, length, d)` (and back: it is its own
     inverse)."""
     return ops.transpose(x, (0, 2, 1, 3))
-
-
-def _project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any:
-    """`dense(x)` as one 2-D matrix product: x's last `input_axes` axes against the kernel's
-    first ones, every leading axis of x folded into the rows.
-
-    The same numbers as the `EinsumDense` call, to float rounding. On TensorFlow that call is
-    a batched product with the kernel broadcast over the batch, and its kernel gradient a
-    batched product summed over the batch; here it is one `MatMul` each way (the ViT-tiny
-    train step's four projections: 599 -> 357 thread-ms a step on a 2-core CPU). A quantized
-    layer (`model.quantize(...)`: an integer kernel and its scales) runs its own call.
-    """
-    if dense.quantization_mode is not None:
-        return dense(x)
-    kernel = dense.kernel
-    fan_in = math.prod(kernel.shape[:input_axes])
-    out_shape = tuple(kernel.shape[input_axes:])
-    leading = tuple(ops.shape(x)[:-input_axes])
-    y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, -1)))
-    if dense.bias is not None:
-        y = y + ops.reshape(dense.bias, (-1,))
-    return ops.reshape(y, leading + out_shape)
-
-
-def _and_mask(a: Any | None, b: Any) -> Any:
-    return b if a is None else ops.logical_and(a, b)
-
-
-def _fused_supported(dtype: Any) -> bool:
-    """Whether the fused kernel runs for this dtype here.
-
-    Not on TensorFlow, whose `dot_product_attention` has no fused kernel: it is the same
-    equation written as einsums over the `(batch, T, heads, d)` layout, and their gradients
-    transpose on every call; the explicit equation's heads-first matrix products run
-    faster (the ViT-tiny train step's attention: 305 -> 123 thread-ms a step on a 2-core
-    CPU). Nor for float16 on JAX on a CPU: XLA there has no float16 dot_general with float32
-    accumulation, which JAX's fused attention asks for.
-    """
-    if keras.backend.backend() == "tensorflow":
-        return False
-    if keras.backend.standardize_dtype(dtype) != "float16" or keras.backend.backend() != "jax":
-        return True
-    import jax
-
-    return jax.default_backend() != "cpu"

@@ -6,11 +6,12 @@ from typing import Any
 
 import keras
 
+from .chunked_attention import check_long_sequence_options
 from .feed_forward import FeedForward
 from .initializers import clone_initializer
 from .keras_internals import keras_mask
 from .layer_normalization import LayerNormalization
-from .multi_head_attention import MultiHeadAttention, check_long_sequence_options
+from .multi_head_attention import MultiHeadAttention
 
 
 def head_size(d_model: int, num_heads: int, key_dim: int | None) -> int:
