@@ -15,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from zoo.errors import UserError
-from zoo.generation.decoding import check_search_settings
+from zoo.generation.settings import check_search_settings
 from zoo.text.loading import load_tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 

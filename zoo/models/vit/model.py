@@ -39,7 +39,7 @@ from zoo.layers.position_embedding import PositionEmbedding
 from zoo.layers.transformer_encoder import TransformerEncoderBlock, head_size
 from zoo.layers.validation import image_size_pair, positive_int
 from zoo.errors import UserError
-from zoo.models.vit import architectures  # noqa: F401  (registers the architectures)
+from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, architectures, load_preset
 from zoo.models.vit.inference import VisionTransformerInference
 from zoo.models.vit.surgery import VisionTransformerSurgery, check_pruned_heads
