@@ -399,7 +399,7 @@ def test_a_dry_run_of_the_zoo_trains_tiny_vit_b16_and_mt_base_without_tensorflow
     site.mkdir()
     (site / "sitecustomize.py").write_text(_NO_TENSORFLOW)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(site), str(Path(bench.__file__).resolve().parents[1])]
+        [str(site), str(Path(bench.__file__).resolve().parents[2])]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     monkeypatch.delenv("ZOO_BENCH_PRECISION", raising=False)
     lines: list[str] = []

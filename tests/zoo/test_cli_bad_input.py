@@ -220,7 +220,7 @@ def test_a_bug_is_a_traceback_with_status_1(name, error):
               "zoo.hub.loader.list_models = broken\n"
               "sys.exit(zoo.cli.main.main(['models']))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, cwd=Path(zoo.cli.main.__file__).parents[1])
+                          timeout=120, cwd=Path(zoo.cli.main.__file__).parents[2])
     assert done.returncode == 1, done.stderr
     assert "Traceback (most recent call last)" in done.stderr
     assert "zoo: error:" not in done.stderr
