@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.bench.harness import results_path, write_results
+from zoo.bench.report import results_path, write_results
 from zoo.generation.decoding import compile_for_backend, greedy_search
 from zoo.models.architectures import ARCHITECTURES, architectures
 from zoo.models.translator.model import Translator
