@@ -12,7 +12,8 @@ order swapped every round, so that the host's slow and fast moments fall on both
 batch 256), `mt-greedy` and `mt-beam4` (`Translator.search`, beam 1 or 4, the end token
 suppressed), each with `zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend;
 TensorFlow runs with oneDNN on, as the `zoo` command has it. Prints each round's rate, the
-means, and the ratio NEW / OLD on the means and as the median of the rounds' ratios.
+means, and the ratio NEW / OLD on the means and as the median of the rounds' ratios. Both
+checkouts must have the package layout of 2026-11-26 (zoo.bench.works, zoo.models).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def build_call(checkout: Path, work: str) -> tuple[Callable[[], object], int]:
 
     import_from(checkout)
     try:
-        from zoo.bench.workers import MT, SETTINGS, VIT_TINY, random_source
+        from zoo.bench.workers import MT, VIT_TINY, random_source
+        from zoo.bench.works import SETTINGS
 
         keras.utils.set_random_seed(0)
         if work in ("mt-greedy", "mt-beam4"):

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.bench.harness import results_path, write_results
+from zoo.bench.report import results_path, write_results
 from zoo.bench.workers import MT
 from zoo.generation.top_k import blocked_top_k
 from zoo.training.compilation import compile_for_backend

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.bench.harness import results_path, write_results
+from zoo.bench.report import results_path, write_results
 from zoo.generation.greedy import greedy_search
 from zoo.training.compilation import compile_for_backend
 from zoo.models.architectures import ARCHITECTURES, architectures

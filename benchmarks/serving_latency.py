@@ -57,7 +57,7 @@ def main() -> None:
     import tensorflow as tf
 
     import zoo
-    from zoo.bench.harness import results_path, write_results
+    from zoo.bench.report import results_path, write_results
     from zoo.serving.export import export_model
 
     kind = zoo.list_models().get(args.model, {}).get("kind") or (

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from zoo.bench import harness as bench
-from zoo.bench.harness import WORKS, Job
+from zoo.bench import report
+from zoo.bench.harness import Job
+from zoo.bench.works import GPU_SETTINGS, GROUPS, SYSTEMS, WORKS, expand_works, gpu_work_settings
 
 
 def _fake_runner(rates: dict, calls: list):
@@ -79,7 +81,7 @@ def test_a_job_that_never_measures_says_why_and_has_no_rate():
                                say=lines.append)
     assert results[0]["rate"] is None and results[0]["error"] == "exit status 1: no torch"
     assert lines[0] == "failed timm (torch) vit-tiny-infer: exit status 1: no torch"
-    assert "| failed |" in bench.format_table(results)
+    assert "| failed |" in report.format_table(results)
 
 
 def test_variants_are_kept_apart_and_a_failed_round_leaves_no_row():
@@ -99,7 +101,7 @@ def test_plan_refuses_an_unknown_work_and_rounds_below_one():
 
 def test_every_work_names_known_systems():
     for work in WORKS.values():
-        assert work.runs and all(system in bench.SYSTEMS for system, _ in work.runs)
+        assert work.runs and all(system in SYSTEMS for system, _ in work.runs)
 
 
 def test_the_worker_protocol_reaches_the_orchestrator(monkeypatch):
@@ -201,18 +203,18 @@ def test_the_gpu_group_plans_anchors_systems_and_the_default_stays_the_cpu_works
     # The lent GPU has no TensorFlow: no GPU job may need it.
     assert all(job.backend in ("jax", "torch") for job in jobs)
     # Groups and works mix, each work once; a group name is no work of its own.
-    assert bench.expand_works(["vit-b16-train", "gpu", "mt-greedy"]) == (
-        ["vit-b16-train"] + [w for w in bench.GROUPS["gpu"] if w != "vit-b16-train"]
+    assert expand_works(["vit-b16-train", "gpu", "mt-greedy"]) == (
+        ["vit-b16-train"] + [w for w in GROUPS["gpu"] if w != "vit-b16-train"]
         + ["mt-greedy"])
     # Every work is in exactly one group, and the default (`cpu`) has no GPU work.
-    assert sorted(bench.GROUPS["cpu"] + bench.GROUPS["gpu"]) == sorted(WORKS)
-    assert not set(bench.GROUPS["cpu"]) & set(bench.GROUPS["gpu"])
-    assert set(bench.GROUPS["cpu"]) == {"vit-tiny-train", "vit-tiny-infer", "vit-b16-infer",
-                                        "mt-greedy", "mt-beam4", "mt-served"}
+    assert sorted(GROUPS["cpu"] + GROUPS["gpu"]) == sorted(WORKS)
+    assert not set(GROUPS["cpu"]) & set(GROUPS["gpu"])
+    assert set(GROUPS["cpu"]) == {"vit-tiny-train", "vit-tiny-infer", "vit-b16-infer",
+                                  "mt-greedy", "mt-beam4", "mt-served"}
 
 
 def test_gpu_work_settings_are_anchors_h100_table():
-    settings = {w: bench.gpu_work_settings(w) for w in bench.GROUPS["gpu"]}
+    settings = {w: gpu_work_settings(w) for w in GROUPS["gpu"]}
     vit_b16 = {"image_size": 224, "patch_size": 16, "num_layers": 12, "hidden_dim": 768,
                "num_heads": 12, "intermediate_dim": 3072, "num_classes": 1000}
     assert settings["vit-b16-train"]["model"] == vit_b16
@@ -231,9 +233,9 @@ def test_gpu_work_settings_are_anchors_h100_table():
         assert s["model"] == base and not s["train"] and s["beam"] == beam
         assert (s["batch"], s["new_tokens"], s["warmup"], s["timed"]) == (64, 64, 5, 20)
     cifar = settings["vit-cifar-small-train"]
-    assert cifar["batch"] == 512 == bench.GPU_SETTINGS["vit_cifar_small_batch"]
+    assert cifar["batch"] == 512 == GPU_SETTINGS["vit_cifar_small_batch"]
     with pytest.raises(ValueError, match="'mt-greedy' is no GPU work"):
-        bench.gpu_work_settings("mt-greedy")
+        gpu_work_settings("mt-greedy")
 
 
 def test_vit_cifar_small_train_is_the_zoo_architecture():
@@ -244,13 +246,13 @@ def test_vit_cifar_small_train_is_the_zoo_architecture():
 
     config = dict(ARCHITECTURES["vit-cifar-small"].config)
     config.pop("dropout")
-    assert bench.gpu_work_settings("vit-cifar-small-train")["model"] == config
+    assert gpu_work_settings("vit-cifar-small-train")["model"] == config
 
 
 def test_a_dry_run_shrinks_every_gpu_work_and_leaves_the_full_size_alone():
-    for work in bench.GROUPS["gpu"]:
-        full = bench.gpu_work_settings(work)
-        tiny = bench.gpu_work_settings(work, dry_run=True)
+    for work in GROUPS["gpu"]:
+        full = gpu_work_settings(work)
+        tiny = gpu_work_settings(work, dry_run=True)
         model = tiny["model"]
         layers = [v for k, v in model.items() if k.endswith("_layers")]
         assert layers and set(layers) == {2}, (work, model)
@@ -263,7 +265,7 @@ def test_a_dry_run_shrinks_every_gpu_work_and_leaves_the_full_size_alone():
         # Same keys, same kind of step: the same code runs, only smaller.
         assert set(tiny) == set(full) and tiny["train"] == full["train"]
         assert tiny.get("beam") == full.get("beam")
-        assert bench.gpu_work_settings(work) == full  # the constants were not changed
+        assert gpu_work_settings(work) == full  # the constants were not changed
 
 
 def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_path):
@@ -273,7 +275,7 @@ def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_pat
         calls.append(job)
         return [{"rate": 10.0, "unit": WORKS[job.work].unit, "device": "NVIDIA H100",
                  "precision": "bfloat16 mixed",
-                 "settings": bench.gpu_work_settings(job.work, dry_run=True)}]
+                 "settings": gpu_work_settings(job.work, dry_run=True)}]
 
     lines: list[str] = []
     document = bench.bench(["gpu"], rounds=1, output=tmp_path / "gpu.json", runner=runner,
@@ -281,7 +283,7 @@ def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_pat
     settings = document["settings"]
     assert settings["dry_run"] is True
     assert settings["command"] == "zoo bench --work gpu --rounds 1 --seconds 3 --dry-run"
-    assert settings["works"] == list(bench.GROUPS["gpu"])
+    assert settings["works"] == list(GROUPS["gpu"])
     assert settings["gpu"]["works"]["vit-b16-train"]["batch"] == 4
     assert settings["gpu"]["dry_run"]["hidden_dim"] == 64
     assert len(calls) == 17
@@ -296,7 +298,7 @@ def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_pat
 
 
 def test_full_size_gpu_works_without_a_gpu_say_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "gpu_names", lambda: [])
+    monkeypatch.setattr(report, "gpu_names", lambda: [])
     lines: list[str] = []
     bench.bench(["mt-base-beam4"], rounds=1, output=tmp_path / "b.json",
                 runner=lambda job: [{"rate": 1.0}], available=lambda system: [],
@@ -355,10 +357,10 @@ def test_device_names_the_gpus_that_nvidia_smi_lists(tmp_path, monkeypatch):
                     "echo 'NVIDIA H100 80GB HBM3'\n")
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert bench.gpu_names() == ["NVIDIA H100 80GB HBM3"]
-    assert bench.device().endswith("CPUs; NVIDIA H100 80GB HBM3")
+    assert report.gpu_names() == ["NVIDIA H100 80GB HBM3"]
+    assert report.device().endswith("CPUs; NVIDIA H100 80GB HBM3")
     tool.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed'\nexit 9\n")
-    assert bench.gpu_names() == [] and bench.device().endswith(" CPUs")
+    assert report.gpu_names() == [] and report.device().endswith(" CPUs")
 
 
 def test_gpu_works_choose_bf16_on_a_gpu_unless_told(monkeypatch):
@@ -412,5 +414,5 @@ def test_a_dry_run_of_the_zoo_trains_tiny_vit_b16_and_mt_base_without_tensorflow
         assert result["system"] == "zoo" and result["backend"] == "jax"
         assert result["rate"] is not None and result["rate"] > 0, result.get("error")
         assert result["precision"] == "float32" and result["device"]
-        assert result["settings"] == bench.gpu_work_settings(work, dry_run=True)
+        assert result["settings"] == gpu_work_settings(work, dry_run=True)
     assert results["mt-base-train"]["unit"] == "target tokens/s"

@@ -12,8 +12,8 @@ weights and optimizer state stay float32 in both. Every step ends with its resul
 same code runs in float32; `ZOO_BENCH_PRECISION=bfloat16` (or `float32`) overrides the choice,
 to try the bf16 path on a CPU before a loan.
 
-Each result records the device, the precision and the settings (`zoo.bench.harness.gpu_work_settings`)
-that its worker actually ran.
+Each result records the device, the precision and the settings
+(`zoo.bench.works.gpu_work_settings`) that its worker actually ran.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from zoo.bench.harness import WORKS, device, gpu_work_settings
-from zoo.bench.steps import CACHE, keras_vit_model, measure, timm_vit_model, torchvision_or_stub
+from zoo.bench.report import device
+from zoo.bench.steps import CACHE, keras_vit_model, measure, random_marian_model, timm_vit_model
+from zoo.bench.works import WORKS, gpu_work_settings
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -166,6 +167,13 @@ def _token_ids(rng: Any, rows: int, columns: int, vocabulary: int) -> Any:
     return rng.integers(4, vocabulary - 1, (rows, columns)).astype("int32")
 
 
+def _longest(settings: dict) -> int:
+    """The position table's length for a translation work: 128, or more where its sequences
+    are longer."""
+    return max(128, settings["source_tokens"], settings.get("target_tokens", 0),
+               settings.get("new_tokens", 0) + 1)
+
+
 def keras_translation_model(system: str, settings: dict) -> Any:
     """The zoo's Translator, or keras-hub's TokenAndPositionEmbedding + TransformerEncoder x N
     and TokenAndPositionEmbedding + TransformerDecoder x N with a Dense output (its logits
@@ -180,8 +188,7 @@ def keras_translation_model(system: str, settings: dict) -> Any:
 
         # The end token suppressed: every sentence gets all its new tokens (HF's
         # `min_new_tokens`).
-        longest = max(128, settings["source_tokens"], settings.get("target_tokens", 0),
-                      settings.get("new_tokens", 0) + 1)
+        longest = _longest(settings)
         model = Translator(dropout=0.0, suppressed_token_ids=[END_ID],
                            max_source_length=longest, max_target_length=longest, **shape)
         model.ensure_built()
@@ -238,32 +245,6 @@ def keras_translation(system: str, settings: dict) -> tuple[Callable[[], Any], s
     return search, name, chosen
 
 
-def marian_model(settings: dict) -> Any:
-    """A random-weight `MarianMTModel` of the work's shape (no tokenizer: ids are random),
-    no dropout, ReLU as the zoo's."""
-    import torch
-
-    torchvision_or_stub()
-    from transformers import MarianConfig, MarianMTModel
-
-    shape = settings["model"]
-    vocabulary = shape["vocabulary_size"]
-    pad = vocabulary - 1  # Marian's padding id is its last, its end id 0
-    torch.manual_seed(0)
-    config = MarianConfig(
-        vocab_size=vocabulary, decoder_vocab_size=vocabulary, d_model=shape["hidden_dim"],
-        encoder_layers=shape["num_encoder_layers"], decoder_layers=shape["num_decoder_layers"],
-        encoder_attention_heads=shape["num_heads"], decoder_attention_heads=shape["num_heads"],
-        encoder_ffn_dim=shape["intermediate_dim"], decoder_ffn_dim=shape["intermediate_dim"],
-        activation_function="relu", pad_token_id=pad, eos_token_id=0,
-        decoder_start_token_id=pad, forced_eos_token_id=None,
-        max_position_embeddings=max(128, settings["source_tokens"],
-                                    settings.get("target_tokens", 0),
-                                    settings.get("new_tokens", 0) + 1),
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
-    return MarianMTModel(config)
-
-
 def hf_translation(settings: dict) -> tuple[Callable[[], Any], str, str]:
     """`(step, device, precision)`: a `MarianMTModel` train step (AdamW, cross-entropy in
     float32), or `generate` with exactly `new_tokens` new tokens; under autocast on a GPU."""
@@ -271,8 +252,10 @@ def hf_translation(settings: dict) -> tuple[Callable[[], Any], str, str]:
     import torch
 
     where, name, chosen = torch_device()
-    model = marian_model(settings).to(where)
     vocabulary = settings["model"]["vocabulary_size"]
+    pad = vocabulary - 1  # Marian's padding id is its last, its end id 0
+    model = random_marian_model(settings["model"], vocabulary, pad_id=pad, end_id=0,
+                                max_positions=_longest(settings)).to(where)
     rng = np.random.default_rng(0)
     batch, source_tokens = settings["batch"], settings["source_tokens"]
     source = torch.from_numpy(

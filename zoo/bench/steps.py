@@ -1,6 +1,6 @@
 """What both kinds of `zoo bench` worker build on: the timing loop, the Keras and timm ViTs
-of a shape, and the stand-in for a torchvision that cannot load (`zoo.bench.workers` runs
-the CPU works, `zoo.bench.gpu` the GPU works)."""
+of a shape, the random Marian model of a shape, and the stand-in for a torchvision that
+cannot load (`zoo.bench.workers` runs the CPU works, `zoo.bench.gpu` the GPU works)."""
 
 from __future__ import annotations
 
@@ -119,6 +119,31 @@ def timm_vit_model(shape: dict) -> tuple[Any, str]:
         embed_dim=shape["hidden_dim"], depth=shape["num_layers"], num_heads=shape["num_heads"],
         mlp_ratio=shape["intermediate_dim"] / shape["hidden_dim"],
         num_classes=shape["num_classes"]), note
+
+
+# ---------------------------------------------------------------------- translation
+def random_marian_model(shape: dict, vocabulary_size: int, pad_id: int, end_id: int,
+                        max_positions: int) -> Any:
+    """A random-weight (seed 0) `MarianMTModel` of `shape` (the zoo's Translator arguments
+    `hidden_dim`, `num_encoder_layers`, `num_decoder_layers`, `num_heads`,
+    `intermediate_dim`), no dropout, ReLU as the zoo's; it starts decoding with `pad_id`, as
+    Marian does."""
+    import torch
+
+    torchvision_or_stub()
+    from transformers import MarianConfig, MarianMTModel
+
+    torch.manual_seed(0)
+    config = MarianConfig(
+        vocab_size=vocabulary_size, decoder_vocab_size=vocabulary_size,
+        d_model=shape["hidden_dim"], encoder_layers=shape["num_encoder_layers"],
+        decoder_layers=shape["num_decoder_layers"], encoder_attention_heads=shape["num_heads"],
+        decoder_attention_heads=shape["num_heads"], encoder_ffn_dim=shape["intermediate_dim"],
+        decoder_ffn_dim=shape["intermediate_dim"], activation_function="relu",
+        max_position_embeddings=max_positions, pad_token_id=pad_id, eos_token_id=end_id,
+        decoder_start_token_id=pad_id, forced_eos_token_id=None,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    return MarianMTModel(config)
 
 
 class _StubModule(types.ModuleType):

@@ -3,10 +3,10 @@
     python -m zoo.bench.workers WORK SYSTEM BACKEND [--seconds S] [--dry-run]
 
 Each worker builds its model with random weights (the same shapes for every system; see
-`zoo.bench.harness.WORKS`), warms it up, then repeats the work for `--seconds` and prints
+`zoo.bench.works.WORKS`), warms it up, then repeats the work for `--seconds` and prints
 `BENCH_RESULT [{"rate": ..., "unit": ...}, ...]` (the rate over the timed calls). Set
-`KERAS_BACKEND` before starting one: `zoo.bench.harness` does. The GPU works (`zoo.bench.harness.GROUPS`)
-are in `zoo.bench.gpu`. `--dry-run` makes every `measure` one warm-up and one timed call
+`KERAS_BACKEND` before starting one: `zoo.bench.harness` does. The GPU works
+(`zoo.bench.works.GROUPS`) are in `zoo.bench.gpu`. `--dry-run` makes every `measure` one warm-up and one timed call
 (and the GPU works tiny).
 """
 
@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zoo.bench import steps
-from zoo.bench.harness import GROUPS, RESULT_PREFIX, SETTINGS, VIT_B16, WORKS
-from zoo.bench.steps import CACHE, keras_vit_model, measure, timm_vit_model, torchvision_or_stub
+from zoo.bench.harness import RESULT_PREFIX
+from zoo.bench.steps import (CACHE, keras_vit_model, measure, random_marian_model,
+                             timm_vit_model, torchvision_or_stub)
+from zoo.bench.works import GROUPS, SETTINGS, VIT_B16, WORKS
 from zoo.runtime import use_onednn
 
 VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
@@ -164,25 +166,13 @@ def _sentencepiece_files(folder: Path) -> tuple[Path, Path, Path]:
 def marian(folder: Path) -> tuple[Any, Any]:
     """A random-weight `MarianMTModel` of the bench's shape and its tokenizer, saved in
     `folder` (CTranslate2's converter reads it from there)."""
-    import torch
-
     torchvision_or_stub()
-    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+    from transformers import MarianTokenizer
 
     source, target, vocab = _sentencepiece_files(CACHE / "marian-spm")
     tokenizer = MarianTokenizer(str(source), str(target), str(vocab))
-    size = len(tokenizer)
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    torch.manual_seed(0)
-    config = MarianConfig(
-        vocab_size=size, decoder_vocab_size=size, d_model=MT["hidden_dim"],
-        encoder_layers=MT["num_encoder_layers"], decoder_layers=MT["num_decoder_layers"],
-        encoder_attention_heads=MT["num_heads"], decoder_attention_heads=MT["num_heads"],
-        encoder_ffn_dim=MT["intermediate_dim"], decoder_ffn_dim=MT["intermediate_dim"],
-        activation_function="relu", max_position_embeddings=128, pad_token_id=pad,
-        eos_token_id=eos, decoder_start_token_id=pad, forced_eos_token_id=None,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
-    model = MarianMTModel(config).eval()
+    model = random_marian_model(MT, len(tokenizer), pad_id=tokenizer.pad_token_id,
+                                end_id=tokenizer.eos_token_id, max_positions=128).eval()
     if not (folder / "config.json").exists():
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -250,7 +240,7 @@ def served_translation(seconds: float) -> list[dict]:
         sentences = [next(f).strip() for _ in range(max(SETTINGS["served_batches"]))]
     # One export per version of the code it runs (the layers included), kept across rounds.
     package = Path(__file__).parents[1]
-    sources = [package / "serving" / "export.py"]
+    sources = [package / "serving" / "export.py", package / "serving" / "model_server.py"]
     sources += sorted((package / "generation").glob("*.py"))
     sources += [package / "models" / "translator" / "model.py"]
     sources += sorted((package.parent / "layers").glob("*.py"))

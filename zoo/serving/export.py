@@ -21,7 +21,8 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
 
 Only TensorFlow and TF Text ops are in the graphs: stock TF Serving runs them, and so does a
 process that imports nothing but `tensorflow` and `tensorflow_text`. None needs XLA, which
-the server runs without (`export_model` checks the graph it wrote: `xla_only_op_types`).
+the server runs without (`export_model` checks the graph it wrote:
+`zoo.serving.model_server.xla_only_op_types`).
 
 A version folder is written under a hidden temporary name beside its target and renamed into
 place once complete, so TF Serving (which only looks at numeric folder names) never sees a
@@ -40,9 +41,10 @@ from typing import Any
 
 import keras
 
-from zoo.training.file_store import write_atomically
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
+from zoo.serving.model_server import (write_batching_parameters, write_models_config,
+                                      xla_only_op_types)
 
 SERVING_SIGNATURE = "serving_default"
 
@@ -228,21 +230,6 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
     return classify_bytes, classify_pixels
 
 
-def xla_only_op_types(export_dir: str | os.PathLike) -> set[str]:
-    """The op types in a SavedModel's graph and function library that run only through XLA
-    (`Xla*`): the stock model server, which runs graphs with XLA off, fails on them."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved_model = saved_model_pb2.SavedModel.FromString(
-        (Path(export_dir) / "saved_model.pb").read_bytes())
-    found = set()
-    for meta_graph in saved_model.meta_graphs:
-        functions = meta_graph.graph_def.library.function
-        for nodes in [meta_graph.graph_def.node] + [f.node_def for f in functions]:
-            found.update(node.op for node in nodes if node.op.startswith("Xla"))
-    return found
-
-
 def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
                           inputs: dict[str, Any]) -> Path:
     """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest."""
@@ -261,53 +248,6 @@ def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
     with tf.io.TFRecordWriter(str(path)) as writer:
         writer.write(log.SerializeToString())
     return path
-
-
-def write_models_config(repository: str | os.PathLike) -> Path:
-    """Writes `models.config` for TF Serving's `--model_config_file`: every model folder.
-
-    Written by protobuf's text serializer from TF Serving's own `ModelServerConfig`, so that
-    any folder name is quoted and escaped as the server reads it."""
-    from google.protobuf import text_format
-    from tensorflow_serving.config import model_server_config_pb2
-
-    repository = Path(repository)
-    config = model_server_config_pb2.ModelServerConfig()
-    for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
-        if any(v.name.isdigit() for v in folder.iterdir()):
-            entry = config.model_config_list.config.add()
-            entry.name = folder.name
-            entry.base_path = f"/models/{folder.name}"
-            entry.model_platform = "tensorflow"
-    path = repository / "models.config"
-    # TF Serving re-reads the file: never a half-written one.
-    return write_atomically(
-        path, lambda temporary: temporary.write_text(text_format.MessageToString(config)))
-
-
-# The model server's batching (`--enable_batching --batching_parameters_file`): requests that
-# arrive within `batch_timeout_micros` of each other run as one batch of up to
-# `max_batch_size`. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/
-# benchmarks.md): the translator's export at beam 4 translates about 5x more sentences a
-# second at batch 32 than at batch 1, and a batch-1 request takes ~100 ms, so waiting 10 ms
-# for company costs little. The server pads the id signatures' rows to one length (pad id 0).
-BATCHING_PARAMETERS = """\
-# TensorFlow Serving batching, written by `zoo export`: pass this file with
-#   --enable_batching=true --batching_parameters_file=/models/batching_parameters.txt
-max_batch_size { value: 32 }
-batch_timeout_micros { value: 10000 }
-max_enqueued_batches { value: 64 }
-num_batch_threads { value: %d }
-pad_variable_length_inputs: true
-"""
-
-
-def write_batching_parameters(repository: str | os.PathLike) -> Path:
-    """Writes `batching_parameters.txt` beside `models.config`, one batch thread a core of
-    this machine (edit `num_batch_threads` for a server with other cores)."""
-    text = BATCHING_PARAMETERS % max(1, os.cpu_count() or 1)
-    return write_atomically(Path(repository) / "batching_parameters.txt",
-                            lambda temporary: temporary.write_text(text))
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -358,6 +298,41 @@ def _put_in_place(temporary: Path, target: Path, force: bool) -> None:
             "it") from None
 
 
+def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
+             ) -> tuple[Any, dict[str, Any]]:
+    """`(archive, warmup inputs)`: a `keras.export.ExportArchive` holding the model's two
+    endpoints, and the `serving_default` inputs of its one warm-up request."""
+    import tensorflow as tf
+
+    from zoo.models.sentence_encoder.model import SentenceEncoder
+    from zoo.models.translator.model import Translator
+
+    if hasattr(model, "ensure_built"):
+        model.ensure_built()
+    # The endpoints capture the variables they use, and the archive saves those; tracking the
+    # model as well would save every weight a second time under its Keras name
+    # (keras-team/keras#23553). Only the tokenizer's assets need tracking.
+    archive = keras.export.ExportArchive()
+    if isinstance(model, Translator):
+        translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
+        archive.track(tokenizer)
+        archive.add_endpoint(SERVING_SIGNATURE, translate)
+        archive.add_endpoint("translate_ids", translate_ids)
+        warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
+    elif isinstance(model, SentenceEncoder):
+        embed, embed_ids = sentence_encoder_endpoints(model)
+        archive.add_endpoint(SERVING_SIGNATURE, embed)
+        archive.add_endpoint("embed_ids", embed_ids)
+        warmup = {"sentences": tf.constant(["A man is eating food."])}
+    else:
+        classify_bytes, classify_pixels = vit_endpoints(model, top_k)
+        archive.add_endpoint(SERVING_SIGNATURE, classify_bytes)
+        archive.add_endpoint("classify_pixels", classify_pixels)
+        blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
+        warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
+    return archive, warmup
+
+
 def export_model(model: str | keras.Model, output: str | os.PathLike, version: int = 1,
                  force: bool = False, beam_size: int = 4, alpha: float = 0.6,
                  top_k: int = 5, name: str | None = None) -> Path:
@@ -385,8 +360,6 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         ValueError: a bad version, name, beam size, alpha or top-k; a sentence encoder
             without a vocabulary; the errors of `zoo.load`.
     """
-    import tensorflow as tf
-
     import zoo
     from zoo.generation.settings import check_search_settings
     from zoo.models.sentence_encoder.model import SentenceEncoder
@@ -421,29 +394,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder; "
                         f"got a {type(model).__name__}")
 
-    if hasattr(model, "ensure_built"):
-        model.ensure_built()
-    # The endpoints capture the variables they use, and the archive saves those; tracking the
-    # model as well would save every weight a second time under its Keras name
-    # (keras-team/keras#23553). Only the tokenizer's assets need tracking.
-    archive = keras.export.ExportArchive()
-    if isinstance(model, Translator):
-        translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
-        archive.track(tokenizer)
-        archive.add_endpoint(SERVING_SIGNATURE, translate)
-        archive.add_endpoint("translate_ids", translate_ids)
-        warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
-    elif isinstance(model, SentenceEncoder):
-        embed, embed_ids = sentence_encoder_endpoints(model)
-        archive.add_endpoint(SERVING_SIGNATURE, embed)
-        archive.add_endpoint("embed_ids", embed_ids)
-        warmup = {"sentences": tf.constant(["A man is eating food."])}
-    else:
-        classify_bytes, classify_pixels = vit_endpoints(model, top_k)
-        archive.add_endpoint(SERVING_SIGNATURE, classify_bytes)
-        archive.add_endpoint("classify_pixels", classify_pixels)
-        blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
-        warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
+    archive, warmup = _archive(model, beam_size, alpha, top_k)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
     try:

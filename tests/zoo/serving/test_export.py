@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tests.zoo.conftest import read_gz, run_like_a_server, serve
-from zoo.serving.export import export_model, xla_only_op_types
+from zoo.serving.export import export_model
+from zoo.serving.model_server import xla_only_op_types
 from zoo.models.translator.model import Translator
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
@@ -442,7 +443,7 @@ def test_server_config_files_parse_as_the_server_reads_them(tmp_path):
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
-    from zoo.serving.export import write_batching_parameters, write_models_config
+    from zoo.serving.model_server import write_batching_parameters, write_models_config
 
     for name in ('say "hi"', "plain"):
         (tmp_path / name / "1").mkdir(parents=True)

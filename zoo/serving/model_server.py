@@ -1,0 +1,75 @@
+"""What the stock TensorFlow Serving model server needs of an export, besides the version
+folder: a graph without XLA-only ops (the server runs with XLA off: `xla_only_op_types`),
+the repository's `models.config` for `--model_config_file`, and `batching_parameters.txt`
+for `--batching_parameters_file`. `zoo.serving.export.export_model` checks the one and writes
+the others.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from zoo.training.file_store import write_atomically
+
+
+def xla_only_op_types(export_dir: str | os.PathLike) -> set[str]:
+    """The op types in a SavedModel's graph and function library that run only through XLA
+    (`Xla*`): the stock model server, which runs graphs with XLA off, fails on them."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel.FromString(
+        (Path(export_dir) / "saved_model.pb").read_bytes())
+    found = set()
+    for meta_graph in saved_model.meta_graphs:
+        functions = meta_graph.graph_def.library.function
+        for nodes in [meta_graph.graph_def.node] + [f.node_def for f in functions]:
+            found.update(node.op for node in nodes if node.op.startswith("Xla"))
+    return found
+
+
+def write_models_config(repository: str | os.PathLike) -> Path:
+    """Writes `models.config` for TF Serving's `--model_config_file`: every model folder.
+
+    Written by protobuf's text serializer from TF Serving's own `ModelServerConfig`, so that
+    any folder name is quoted and escaped as the server reads it."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    repository = Path(repository)
+    config = model_server_config_pb2.ModelServerConfig()
+    for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
+        if any(v.name.isdigit() for v in folder.iterdir()):
+            entry = config.model_config_list.config.add()
+            entry.name = folder.name
+            entry.base_path = f"/models/{folder.name}"
+            entry.model_platform = "tensorflow"
+    path = repository / "models.config"
+    # TF Serving re-reads the file: never a half-written one.
+    return write_atomically(
+        path, lambda temporary: temporary.write_text(text_format.MessageToString(config)))
+
+
+# The model server's batching (`--enable_batching --batching_parameters_file`): requests that
+# arrive within `batch_timeout_micros` of each other run as one batch of up to
+# `max_batch_size`. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/
+# benchmarks.md): the translator's export at beam 4 translates about 5x more sentences a
+# second at batch 32 than at batch 1, and a batch-1 request takes ~100 ms, so waiting 10 ms
+# for company costs little. The server pads the id signatures' rows to one length (pad id 0).
+BATCHING_PARAMETERS = """\
+# TensorFlow Serving batching, written by `zoo export`: pass this file with
+#   --enable_batching=true --batching_parameters_file=/models/batching_parameters.txt
+max_batch_size { value: 32 }
+batch_timeout_micros { value: 10000 }
+max_enqueued_batches { value: 64 }
+num_batch_threads { value: %d }
+pad_variable_length_inputs: true
+"""
+
+
+def write_batching_parameters(repository: str | os.PathLike) -> Path:
+    """Writes `batching_parameters.txt` beside `models.config`, one batch thread a core of
+    this machine (edit `num_batch_threads` for a server with other cores)."""
+    text = BATCHING_PARAMETERS % max(1, os.cpu_count() or 1)
+    return write_atomically(Path(repository) / "batching_parameters.txt",
+                            lambda temporary: temporary.write_text(text))
