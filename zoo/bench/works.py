@@ -93,7 +93,7 @@ SETTINGS: dict[str, Any] = {
 VIT_B16 = {"image_size": 224, "patch_size": 16, "num_layers": 12, "hidden_dim": 768,
            "num_heads": 12, "intermediate_dim": 3072, "num_classes": 1000}
 # zoo/models/vit/architectures.py's "vit-cifar-small" less its dropout
-# (tests/zoo/test_bench.py checks).
+# (tests/zoo/bench/test_bench.py checks).
 VIT_CIFAR_SMALL = {"image_size": 32, "patch_size": 4, "num_layers": 7, "hidden_dim": 384,
                    "num_heads": 8, "intermediate_dim": 384, "num_classes": 10}
 MT_BASE = {"vocabulary_size": 32000, "hidden_dim": 512, "num_encoder_layers": 6,

@@ -16,7 +16,7 @@ import pytest
 from zoo.cli import main as cli, quiet, recipe_flags
 from zoo.cli.parser import build_parser
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HEAVY = ("tensorflow", "keras", "jax", "matplotlib", "torch")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.training.image_fixtures import cifar_subset
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

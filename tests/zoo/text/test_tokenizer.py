@@ -15,7 +15,7 @@ from tests.conftest import modules_imported_by
 from tests.zoo.conftest import train_unigram_spm
 from zoo.text.tokenizer import SubwordTokenizer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _lines(path: Path, count: int) -> list[str]:
