@@ -59,6 +59,11 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """The lazily imported public names (`zoo.load`, ...) and submodules (`zoo.hub.loader`)."""
+    if name == "__version__":
+        from zoo.version import zoo_version
+
+        globals()[name] = zoo_version()
+        return globals()[name]
     if name in _LAZY:
         module, attribute = _LAZY[name]
         value = getattr(importlib.import_module(module), attribute)
@@ -74,4 +79,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | {"__version__"})

@@ -30,6 +30,7 @@ from zoo.cli.commands import (
     cmd_translate,
 )
 from zoo.cli.recipe_flags import add_field_flags, fields_of_recipe
+from zoo.version import zoo_version
 
 DESCRIPTION = "The `zoo` command: list, translate, classify, train, evaluate and export models."
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
@@ -76,6 +77,8 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description=DESCRIPTION,
                                      formatter_class=_HelpFormatter)
     _add_verbose(parser, top_level=True)
+    parser.add_argument("--version", action="version", version=f"zoo {zoo_version()}",
+                        help="print the zoo's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _subcommand(sub, "models", "list the shipped models").set_defaults(func=cmd_models)
     _add_translate(sub)

@@ -17,7 +17,8 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   the same ids as the Python tokenizer); and `embed_ids`: int32 `token_ids` and
   `padding_mask` `[batch, length]` -> `embeddings`;
 - `assets.extra/tf_serving_warmup_requests`, PredictionLog records that TF Serving replays at
-  load time so the first real request does not pay for graph warm-up.
+  load time so the first real request does not pay for graph warm-up;
+- `assets.extra/zoo_version.txt`, the version of the zoo that wrote the export.
 
 Only TensorFlow and TF Text ops are in the graphs: stock TF Serving runs them, and so does a
 process that imports nothing but `tensorflow` and `tensorflow_text`. None needs XLA, which
@@ -43,6 +44,7 @@ import keras
 
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
+from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
                                       xla_only_op_types)
 
@@ -404,6 +406,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
             raise RuntimeError(f"the export holds ops that run only through XLA, which TF "
                                f"Serving runs without: {sorted(needs_xla)}")
         write_warmup_requests(temporary, name, warmup)
+        (temporary / "assets.extra" / "zoo_version.txt").write_text(zoo_version() + "\n")
         _put_in_place(temporary, target, force)
     finally:
         if temporary.exists():

@@ -83,6 +83,14 @@ def test_warmup_request_is_a_valid_prediction_log(exported_translator):
     assert list(request.inputs) == ["sentences"]
 
 
+def test_export_names_the_zoo_version_that_wrote_it(exported_translator):
+    import importlib.metadata
+
+    _, _, version = exported_translator
+    written = (version / "assets.extra" / "zoo_version.txt").read_text().strip()
+    assert written == importlib.metadata.version("attention-zoo")
+
+
 def test_existing_version_is_not_overwritten(exported_translator, tmp_path):
     model, repository, version = exported_translator
     model.save(tmp_path / "model.keras")
