@@ -14,8 +14,8 @@ import dataclasses
 import typing
 from typing import Any, Sequence
 
-from zoo.recipes.settings import (TranslatorFinetuneRecipe, TranslatorRecipe, ViTFinetuneRecipe,
-                                  ViTRecipe)
+from zoo.recipes.settings import (Check, TranslatorFinetuneRecipe, TranslatorRecipe,
+                                  ViTFinetuneRecipe, ViTRecipe, field_metadata)
 
 # (command, task) -> the dataclass of its recipe.
 RECIPES: dict[tuple[str, str], type] = {
@@ -37,6 +37,7 @@ class RecipeField:
     default: Any
     help: str
     choices: tuple[str, ...] | None = None
+    check: Check | None = None
 
 
 def _flag_type(annotation: Any) -> Any:
@@ -47,16 +48,6 @@ def _flag_type(annotation: Any) -> Any:
     if kind is bool:
         return None
     return kind if kind in (int, float, str) else str
-
-
-def _metadata(recipe_class: type, name: str) -> typing.Mapping[str, Any]:
-    """The metadata of field `name`: its own, or (a subclass that only changed its default)
-    the nearest base class's."""
-    for klass in recipe_class.__mro__:
-        field = getattr(klass, "__dataclass_fields__", {}).get(name)
-        if field is not None and field.metadata:
-            return field.metadata
-    return {}
 
 
 def recipe_fields(recipe_class: type) -> list[RecipeField]:
@@ -72,13 +63,14 @@ def recipe_fields(recipe_class: type) -> list[RecipeField]:
     hints = typing.get_type_hints(recipe_class)
     found = []
     for field in dataclasses.fields(recipe_class):
-        metadata = _metadata(recipe_class, field.name)
+        metadata = field_metadata(recipe_class, field.name)
         choices = metadata.get("choices")
         found.append(RecipeField(
             name=field.name, kind=_flag_type(hints[field.name]) or bool,
             optional=type(None) in typing.get_args(hints[field.name]), default=field.default,
             help=metadata.get("help", f"recipe setting {field.name}"),
-            choices=tuple(choices) if choices is not None else None))
+            choices=tuple(choices) if choices is not None else None,
+            check=metadata.get("check")))
     return found
 
 
@@ -87,12 +79,20 @@ def fields_of_recipe(command: str, task: str) -> list[RecipeField]:
     return recipe_fields(RECIPES[command, task])
 
 
-def _optional(kind: type) -> Any:
-    """An argparse type that reads 'none' as None and anything else as `kind`."""
+def _flag_value(field: RecipeField) -> Any:
+    """The argparse type of `field`: its kind ('none' is None where the field allows it),
+    then its check, so that argparse names the flag as typed: "argument --epochs: must be a
+    positive int; got 0"."""
     def parse(text: str) -> Any:
-        return None if text.strip().lower() == "none" else kind(text)
+        if field.optional and text.strip().lower() == "none":
+            return None
+        value = field.kind(text)
+        problem = None if field.check is None else field.check.problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
 
-    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: 'x'"
+    parse.__name__ = field.kind.__name__  # argparse names it in "invalid int value: 'x'"
     return parse
 
 
@@ -104,9 +104,8 @@ def add_field_flags(parser: argparse.ArgumentParser, fields: Sequence[RecipeFiel
             parser.add_argument(flag, action=argparse.BooleanOptionalAction,
                                 default=field.default, help=field.help)
         else:
-            parser.add_argument(flag, type=_optional(field.kind) if field.optional
-                                else field.kind, default=field.default, help=field.help,
-                                choices=field.choices)
+            parser.add_argument(flag, type=_flag_value(field), default=field.default,
+                                help=field.help, choices=field.choices)
 
 
 def recipe_from_args(recipe_class: type, args: argparse.Namespace) -> Any:

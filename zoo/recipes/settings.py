@@ -2,14 +2,89 @@
 
 Each field is one flag of the command (zoo/cli/recipe_flags.py reads them with
 `dataclasses.fields`): its type and default are the field's, its help text and choices the
-field's `metadata`. This module imports nothing but the standard library, so that
-`zoo train vit --help` and the flag checks run before Keras loads; the recipes that run them
-are zoo/recipes/translator.py and zoo/recipes/vit.py.
+field's `metadata`: "help", "choices" and "check" (a `Check`, the range of valid values).
+The command line checks each flag as it parses it ("argument --epochs: must be a positive
+int; got 0"), and `check_fields` the same ranges for a recipe made in Python. This module
+imports nothing but the standard library, so that `zoo train vit --help` and the flag checks
+run in a fraction of a second, before Keras loads; the recipes that run the settings are
+zoo/recipes/translator.py and zoo/recipes/vit.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import typing
+from typing import Any, Callable
+
+from zoo.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """The valid values of a setting: `accepts(value)`, and the requirement said when not."""
+
+    accepts: Callable[[Any], bool]
+    requirement: str  # completes "NAME ...; got VALUE", e.g. "must be a positive int"
+
+    def problem(self, value: Any) -> str | None:
+        """None when `value` is valid, else the requirement and the value."""
+        try:
+            valid = bool(self.accepts(value))
+        except TypeError:  # a string where a number belongs, for instance
+            valid = False
+        return None if valid else f"{self.requirement}; got {value!r}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+POSITIVE_INT = Check(lambda v: _is_int(v) and v >= 1, "must be a positive int")
+NON_NEGATIVE_INT = Check(lambda v: _is_int(v) and v >= 0, "must be an int >= 0")
+POSITIVE = Check(lambda v: v > 0, "must be positive")
+NON_NEGATIVE = Check(lambda v: v >= 0, "must be at least 0")
+FRACTION = Check(lambda v: 0 <= v < 1, "must lie in [0, 1)")
+OPEN_FRACTION = Check(lambda v: 0 < v < 1, "must lie in (0, 1)")
+DECAY = Check(lambda v: 0 < v <= 1, "must lie in (0, 1]")
+MAX_LENGTH = Check(lambda v: _is_int(v) and 2 <= v <= 4096, "must be an integer from 2 to 4096")
+MAGNITUDE = Check(lambda v: 0 <= v <= 1, "must lie in [0, 1] (the paper's M / 10)")
+
+
+def check_fields(recipe: Any, flags: bool = False) -> None:
+    """Checks every setting of a recipe against its field's "check" and "choices".
+
+    Args:
+        recipe: a recipe dataclass of this module.
+        flags: name a bad setting as its flag (`--validation-size`) rather than as the
+            field (`validation_size`).
+
+    Raises:
+        zoo.UserError: the first setting out of its range, in one line.
+    """
+    hints = typing.get_type_hints(type(recipe))
+    for field in dataclasses.fields(recipe):
+        value = getattr(recipe, field.name)
+        if value is None and type(None) in typing.get_args(hints[field.name]):
+            continue
+        metadata = field_metadata(type(recipe), field.name)
+        check, choices = metadata.get("check"), metadata.get("choices")
+        problem = None if check is None else check.problem(value)
+        if problem is None and choices is not None and value not in choices:
+            problem = f"must be one of {', '.join(choices)}; got {value!r}"
+        if problem is not None:
+            name = "--" + field.name.replace("_", "-") if flags else field.name
+            raise UserError(f"{name} {problem}")
+
+
+def field_metadata(recipe_class: type, name: str) -> typing.Mapping[str, Any]:
+    """The metadata of field `name`: its own, or (a subclass that only changed its default)
+    the nearest base class's."""
+    for klass in recipe_class.__mro__:
+        field = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if field is not None and field.metadata:
+            return field.metadata
+    return {}
 
 
 @dataclasses.dataclass
@@ -49,31 +124,43 @@ class TranslatorRecipe:
         "help": "tab-separated source/target pairs: FILE or ARCHIVE.zip:MEMBER (a validation "
                 "split is held out)"})
     limit: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
         "help": "use at most this many training pairs ('none': all)"})
     validation_limit: int | None = dataclasses.field(default=500, metadata={
+        "check": POSITIVE_INT,
         "help": "score at most this many validation pairs ('none': all)"})
     architecture: str = dataclasses.field(default="transformer-multi30k", metadata={
         "help": "architecture to train from scratch (untrained shape; see zoo models)"})
     vocabulary_size: int = dataclasses.field(default=8000, metadata={
+        "check": POSITIVE_INT,
         "help": "subword vocabulary size of a new tokenizer"})
     max_length: int = dataclasses.field(default=64, metadata={
+        "check": MAX_LENGTH,
         "help": "longest sequence in tokens; longer pairs are cut"})
     epochs: int = dataclasses.field(default=20, metadata={
+        "check": POSITIVE_INT,
         "help": "passes over the training data"})
     batch_size: int = dataclasses.field(default=128, metadata={
+        "check": POSITIVE_INT,
         "help": "examples per training step"})
     warmup_steps: int = dataclasses.field(default=4000, metadata={
+        "check": POSITIVE_INT,
         "help": "linear warm-up steps of the inverse-square-root schedule"})
     learning_rate_scale: float = dataclasses.field(default=1.0, metadata={
+        "check": POSITIVE,
         "help": "factor on the paper's schedule d_model^-0.5 * min(step^-0.5, step * "
                 "warmup^-1.5) (ignored with --learning-rate)"})
     learning_rate: float | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE,
         "help": "peak learning rate ('none' keeps the paper's schedule)"})
     label_smoothing: float = dataclasses.field(default=0.1, metadata={
+        "check": FRACTION,
         "help": "label-smoothing factor of the cross-entropy loss"})
     clipnorm: float | None = dataclasses.field(default=1.0, metadata={
+        "check": POSITIVE,
         "help": "clip each gradient to this global norm ('none': no clipping)"})
     dropout: float | None = dataclasses.field(default=None, metadata={
+        "check": FRACTION,
         "help": "dropout rate overriding the architecture's ('none': its own)"})
     # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
     # reads them without Keras (a test keeps the two equal).
@@ -81,12 +168,15 @@ class TranslatorRecipe:
         "help": "compute precision (mixed precision keeps float32 variables)",
         "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
     beam_size: int = dataclasses.field(default=4, metadata={
+        "check": POSITIVE_INT,
         "help": "beam width of the validation translations"})
     alpha: float = dataclasses.field(default=0.6, metadata={
         "help": "length-penalty exponent of beam search"})
     evaluate_every: int = dataclasses.field(default=1, metadata={
+        "check": POSITIVE_INT,
         "help": "score BLEU/chrF on the validation set every N epochs"})
     average_last: int = dataclasses.field(default=1, metadata={
+        "check": POSITIVE_INT,
         "help": "at the end, average the weights of the last N epoch checkpoints and keep the "
                 "average if its validation BLEU is at least the last epoch's"})
     seed: int = dataclasses.field(default=0, metadata={
@@ -135,39 +225,53 @@ class ViTRecipe:
         "help": "start from this trained model (shipped name, .keras path or hub handle) "
                 "instead of training ARCHITECTURE from scratch"})
     freeze_blocks: int = dataclasses.field(default=0, metadata={
+        "check": NON_NEGATIVE_INT,
         "help": "with --model: keep the embeddings and the first N blocks fixed"})
     layer_decay: float = dataclasses.field(default=1.0, metadata={
+        "check": DECAY,
         "help": "layer-wise learning-rate decay (1: none; lower blocks learn slower)"})
     validation_size: int = dataclasses.field(default=5000, metadata={
+        "check": POSITIVE_INT,
         "help": "images held out for validation"})
     limit_per_class: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
         "help": "use at most this many images per class ('none': all)"})
     architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
         "help": "architecture to train from scratch (untrained shape; see zoo models)"})
     image_size: int = dataclasses.field(default=32, metadata={
+        "check": POSITIVE_INT,
         "help": "side of the square images the model sees (images are resized)"})
     epochs: int = dataclasses.field(default=200, metadata={
+        "check": POSITIVE_INT,
         "help": "passes over the training data"})
     batch_size: int = dataclasses.field(default=128, metadata={
+        "check": POSITIVE_INT,
         "help": "examples per training step"})
     # 1e-3 (the 6.3M-parameter CIFAR ViT's published rate, with Adam) collapsed this recipe's
     # vit-cifar-small to ~30% within 10 epochs, in bfloat16 and float32 alike; 3e-4 trained it
     # to 77.1% in 200 epochs (docs/training-runs.md, GPU runs of 2026-11-25).
     learning_rate: float = dataclasses.field(default=3e-4, metadata={
+        "check": POSITIVE,
         "help": "peak learning rate"})
     weight_decay: float = dataclasses.field(default=0.05, metadata={
+        "check": NON_NEGATIVE,
         "help": "AdamW weight decay (not applied to norms and biases)"})
     warmup_epochs: int = dataclasses.field(default=5, metadata={
+        "check": NON_NEGATIVE_INT,
         "help": "linear warm-up epochs before the cosine decay"})
     label_smoothing: float = dataclasses.field(default=0.1, metadata={
+        "check": FRACTION,
         "help": "label-smoothing factor of the cross-entropy loss"})
     clipnorm: float | None = dataclasses.field(default=1.0, metadata={
+        "check": POSITIVE,
         "help": "clip each gradient to this global norm ('none': no clipping)"})
     ema_momentum: float | None = dataclasses.field(default=None, metadata={
+        "check": OPEN_FRACTION,
         "help": "keep an exponential moving average of the weights with this momentum per "
                 "step (e.g. 0.999): validation scores it and the final model is it ('none': "
                 "no average; set it when a run starts)"})
     dropout: float | None = dataclasses.field(default=None, metadata={
+        "check": FRACTION,
         "help": "dropout rate overriding the architecture's ('none': its own)"})
     # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
     # reads them without Keras (a test keeps the two equal).
@@ -179,9 +283,11 @@ class ViTRecipe:
     rand_augment: bool = dataclasses.field(default=True, metadata={
         "help": "RandAugment on top of --augment"})
     rand_augment_magnitude: float = dataclasses.field(default=0.9, metadata={
+        "check": MAGNITUDE,
         "help": "RandAugment strength in [0, 1], the paper's M / 10 (DeiT: 0.9; short runs "
                 "on small data often do better with 0.5)"})
     rand_augment_ops: int = dataclasses.field(default=2, metadata={
+        "check": POSITIVE_INT,
         "help": "RandAugment operations per image (the paper's N)"})
     mix: str = dataclasses.field(default="none", metadata={
         "help": "batch mixing of images and labels", "choices": ("none", "mixup", "cutmix")})

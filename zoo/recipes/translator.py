@@ -23,7 +23,6 @@ from typing import Any
 import keras
 import numpy as np
 
-from zoo.layers.validation import is_int, positive_int
 from zoo.training.checkpoint_averaging import average_checkpoints
 from zoo.training.checkpointing import WEIGHTS_FILE
 from zoo.training.file_store import write_atomically
@@ -35,7 +34,7 @@ from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
-from zoo.recipes.settings import TranslatorRecipe
+from zoo.recipes.settings import TranslatorRecipe, check_fields
 from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
 from zoo.text.loading import load_tokenizer
@@ -48,31 +47,14 @@ RUN_FILES = ("tokenizer.model", "checkpoints", "logs", "model.keras", "metrics.j
 
 def check_recipe(recipe: TranslatorRecipe) -> None:
     """Checks the settings before anything is read or written, so that a bad value fails at
-    once (not at the first evaluation, hours later) in one line that names it.
+    once (not at the first evaluation, hours later) in one line that names it (the ranges
+    are the fields' `check` metadata, zoo/recipes/settings.py, and the search's own).
 
     Raises:
         ValueError: a setting out of its range.
     """
-    for name in ("epochs", "batch_size", "vocabulary_size", "warmup_steps",
-                 "evaluate_every", "average_last"):
-        positive_int(getattr(recipe, name), name, error=UserError)
-    for name in ("limit", "validation_limit"):
-        positive_int(getattr(recipe, name), name, error=UserError, optional=True)
-    if not is_int(recipe.max_length) or not 2 <= recipe.max_length <= 4096:
-        raise UserError(f"max_length must be an integer from 2 to 4096; got "
-                        f"{recipe.max_length!r}")
+    check_fields(recipe)
     check_search_settings(recipe.beam_size, alpha=recipe.alpha)
-    for name in ("learning_rate", "clipnorm"):
-        value = getattr(recipe, name)
-        if value is not None and not value > 0:
-            raise UserError(f"{name} must be positive; got {value!r}")
-    if not recipe.learning_rate_scale > 0:
-        raise UserError(f"learning_rate_scale must be positive; got "
-                        f"{recipe.learning_rate_scale!r}")
-    if not 0 <= recipe.label_smoothing < 1:
-        raise UserError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
-    if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
-        raise UserError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
 
 
 def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:

@@ -29,7 +29,6 @@ from typing import Any
 import keras
 import numpy as np
 
-from zoo.layers.validation import positive_int
 from zoo.training.archives import extract_archive
 from zoo.training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
 from zoo.training.idx_data import (
@@ -44,7 +43,7 @@ from zoo.training.optimizers import adamw_no_decay_on_norms
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
-from zoo.recipes.settings import ViTRecipe
+from zoo.recipes.settings import ViTRecipe, check_fields
 from zoo.models.architectures import in_run_options
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.hub.loader import load
@@ -56,35 +55,13 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 
 def check_recipe(recipe: ViTRecipe) -> None:
-    """Checks the settings before anything is read or written: one line naming a bad value.
+    """Checks the settings before anything is read or written: one line naming a bad value
+    (the ranges are the fields' `check` metadata, zoo/recipes/settings.py).
 
     Raises:
         ValueError: a setting out of its range.
     """
-    for name in ("epochs", "batch_size", "image_size", "validation_size", "rand_augment_ops"):
-        positive_int(getattr(recipe, name), name, error=UserError)
-    positive_int(recipe.limit_per_class, "limit_per_class", error=UserError, optional=True)
-    for name in ("freeze_blocks", "warmup_epochs"):
-        positive_int(getattr(recipe, name), name, error=UserError, minimum=0)
-    if not recipe.learning_rate > 0:
-        raise UserError(f"learning_rate must be positive; got {recipe.learning_rate!r}")
-    if not recipe.weight_decay >= 0:
-        raise UserError(f"weight_decay must be at least 0; got {recipe.weight_decay!r}")
-    if recipe.clipnorm is not None and not recipe.clipnorm > 0:
-        raise UserError(f"clipnorm must be positive; got {recipe.clipnorm!r}")
-    if recipe.ema_momentum is not None and not 0 < recipe.ema_momentum < 1:
-        raise UserError(f"ema_momentum must lie in (0, 1); got {recipe.ema_momentum!r}")
-    if not 0 < recipe.layer_decay <= 1:
-        raise UserError(f"layer_decay must lie in (0, 1]; got {recipe.layer_decay!r}")
-    if not 0 <= recipe.label_smoothing < 1:
-        raise UserError(f"label_smoothing must lie in [0, 1); got {recipe.label_smoothing!r}")
-    if recipe.dropout is not None and not 0 <= recipe.dropout < 1:
-        raise UserError(f"dropout must lie in [0, 1); got {recipe.dropout!r}")
-    if not 0 <= recipe.rand_augment_magnitude <= 1:
-        raise UserError(f"rand_augment_magnitude must lie in [0, 1] (the paper's M / 10); "
-                        f"got {recipe.rand_augment_magnitude!r}")
-    if recipe.mix not in ("none", "mixup", "cutmix"):
-        raise UserError(f"--mix must be none, mixup or cutmix; got {recipe.mix!r}")
+    check_fields(recipe)
 
 
 def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -152,14 +152,15 @@ CASES = [
     # train: a bad flag value is refused before any data is read or folder written.
     ("train with 0 epochs", ["train", "vit", "--epochs", "0", "--data", "{dir}/images",
                              "--output", "{dir}/run"], None, 2,
-     "zoo: error: epochs must be a positive int; got 0"),
+     "zoo train vit: error: argument --epochs: must be a positive int; got 0"),
     ("train with RandAugment magnitude 9", ["train", "vit", "--rand-augment-magnitude", "9",
                                             "--data", "{dir}/images", "--output",
                                             "{dir}/run"], None, 2,
-     "zoo: error: rand_augment_magnitude must lie in [0, 1] (the paper's M / 10); got 9.0"),
+     "argument --rand-augment-magnitude: must lie in [0, 1] (the paper's M / 10); got 9.0"),
     ("train with max length 1", ["train", "translator", "--max-length", "1", "--output",
                                  "{dir}/run"], None, 2,
-     "zoo: error: max_length must be an integer from 2 to 4096; got 1"),
+     "zoo train translator: error: argument --max-length: must be an integer from 2 to "
+     "4096; got 1"),
     ("train on a folder without images", ["train", "vit", "--data", "{dir}/images",
                                           "--output", "{dir}/run-images"], None, 2,
      "zoo: error: class folder {dir}/images/cat holds no images"),

@@ -152,3 +152,29 @@ def test_bad_recipe_settings_fail_before_anything_is_written(tmp_path, recipe_cl
     with pytest.raises(ValueError, match=message) as error:
         train(recipe_class(output=str(out), **settings))
     assert "\n" not in str(error.value) and not out.exists()
+
+
+@pytest.mark.parametrize("recipe_class", [TranslatorRecipe, ViTRecipe])
+def test_every_checked_setting_is_refused_by_its_flag_at_parse_time(recipe_class, capsys):
+    """Each setting with a range is checked as its flag is parsed (before Keras loads), and
+    the message names the flag as typed; the Python API says the same with the field name."""
+    import dataclasses
+
+    from zoo.cli.parser import build_parser
+    from zoo.recipes.settings import check_fields, field_metadata
+
+    task = "translator" if recipe_class is TranslatorRecipe else "vit"
+    checked = [f.name for f in dataclasses.fields(recipe_class)
+               if "check" in field_metadata(recipe_class, f.name)]
+    assert len(checked) >= 15
+    for name in checked:
+        flag = "--" + name.replace("_", "-")
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args(["train", task, flag, "-1"])
+        assert exit_.value.code == 2
+        assert f"argument {flag}: must " in capsys.readouterr().err, name
+        with pytest.raises(ValueError, match=rf"^{name} must .*; got -1$"):
+            check_fields(recipe_class(**{name: -1}))
+        with pytest.raises(ValueError, match=rf"^{flag} must "):
+            check_fields(recipe_class(**{name: -1}), flags=True)
+        check_fields(recipe_class())  # the defaults pass

@@ -149,9 +149,11 @@ def test_weight_average_is_validated_resumed_and_shipped(cifar_archive, micro_pr
 
 
 def test_ema_momentum_out_of_range_is_one_line(tmp_path, capsys):
-    assert main(["train", "vit", "--data", str(tmp_path), "--ema-momentum", "1.0",
-                 "--output", str(tmp_path / "run")]) == 2
-    assert "ema_momentum must lie in (0, 1); got 1.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "vit", "--data", str(tmp_path), "--ema-momentum", "1.0",
+              "--output", str(tmp_path / "run")])
+    assert exit_.value.code == 2
+    assert "argument --ema-momentum: must lie in (0, 1); got 1.0" in capsys.readouterr().err
 
 
 def test_the_recipe_augments_with_its_randaugment_settings():
