@@ -162,8 +162,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from zoo.training.text_data import read_lines
         from zoo.recipes.translator import evaluate_translator
 
-        if not (args.source and args.reference):
-            raise UserError("evaluate translator needs --source FILE and --reference FILE")
         scores = evaluate_translator(model, read_lines(args.source),
                                      read_lines(args.reference), beam_size=args.beam_size)
         print(f"BLEU {scores['bleu']:.2f}\tchrF {scores['chrf']:.2f}\t"
@@ -171,8 +169,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     else:
         from zoo.recipes.vit import evaluate_vit
 
-        if not args.data:
-            raise UserError("evaluate vit needs --data DIR (one folder per class)")
         scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
         print(f"top-1 {scores['top1']:.4f}\ttop-5 {scores['top5']:.4f}\t"
               f"images {scores['images']}")

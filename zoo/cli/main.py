@@ -40,6 +40,8 @@ OWN_FOLDERS = ("zoo", "layers", "training")
 TENSORFLOW_COMMANDS = ("translate", "classify", "train", "finetune", "evaluate", "export",
                        "convert")
 RECIPE_COMMANDS = ("train", "finetune")
+# Keras 3's backends (keras.src.backend.config): what KERAS_BACKEND may name.
+KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -68,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "translate" and not args.text and _stdin_is_terminal():
         _translate_parser(parser).error(
             "give TEXT to translate, or pipe sentences on stdin (one per line)")
-    message = _check_inputs(args)
+    message = _check_backend(args.command, os.environ) or _check_inputs(args)
     if message is not None:  # a mistake found before any model (and TensorFlow) loads
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
@@ -127,6 +129,18 @@ def _is_own_module(error: BaseException) -> bool:
     return (name or "").split(".")[0] in OWN_PACKAGES
 
 
+def _check_backend(command: str, environ: typing.MutableMapping[str, str]) -> str | None:
+    """An unknown `KERAS_BACKEND` as one line (Keras would raise on import); `zoo export`
+    sets TensorFlow's itself, the only backend whose graphs TF Serving runs."""
+    if command == "export" and "keras" not in sys.modules:
+        environ["KERAS_BACKEND"] = "tensorflow"
+    backend = environ.get("KERAS_BACKEND")
+    if command in TENSORFLOW_COMMANDS and backend is not None and backend not in KERAS_BACKENDS:
+        return (f"KERAS_BACKEND={backend} is not a Keras backend; use one of "
+                f"{', '.join(KERAS_BACKENDS)} (or unset it: tensorflow)")
+    return None
+
+
 def _check_inputs(args: argparse.Namespace) -> str | None:
     """The first mistake in the files and model names a command was given, found without
     loading anything: an unknown model name, a missing model path, image, data file or
@@ -152,6 +166,11 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
                 return f"image {path} is not a regular file"
     if args.command == "convert" and args.source and not os.path.exists(args.source):
         return f"convert {args.format}: SOURCE {args.source} does not exist"
+    if args.command == "evaluate" and args.task == "translator" and not (
+            args.source and args.reference):
+        return "evaluate translator needs --source FILE and --reference FILE"
+    if args.command == "evaluate" and args.task == "vit" and not args.data:
+        return "evaluate vit needs --data DIR (one folder per class)"
     if args.command == "evaluate":
         for flag in ("source", "reference", "data"):
             path = getattr(args, flag, None)

@@ -29,12 +29,15 @@ from zoo.cli.commands import (
     cmd_train,
     cmd_translate,
 )
-from zoo.cli.recipe_flags import add_field_flags, fields_of_recipe
+from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
+from zoo.recipes.settings import POSITIVE_INT
 from zoo.version import zoo_version
 
 DESCRIPTION = "The `zoo` command: list, translate, classify, train, evaluate and export models."
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
+# A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
+POSITIVE = checked_type(int, POSITIVE_INT)
 MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
 
 
@@ -99,7 +102,7 @@ def _add_translate(sub: Any) -> None:
     p.add_argument("text", nargs="*", metavar="TEXT",
                    help="sentences to translate; none: one per line from stdin")
     p.add_argument("--model", default=DEFAULT_TRANSLATOR, help=f"translator: {MODEL_HELP}")
-    p.add_argument("--beam-size", type=int, default=4, help="beam width (1: greedy)")
+    p.add_argument("--beam-size", type=POSITIVE, default=4, help="beam width (1: greedy)")
     p.add_argument("--max-length", type=int, default=None,
                    help="longest translation in tokens (default: the model's)")
     p.add_argument("--attention", metavar="FILE.png",
@@ -111,7 +114,7 @@ def _add_classify(sub: Any) -> None:
     p = _subcommand(sub, "classify", "classify images (path<TAB>label<TAB>probability)")
     p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, ...)")
     p.add_argument("--model", default=DEFAULT_VIT, help=f"ViT: {MODEL_HELP}")
-    p.add_argument("--top-k", type=int, default=3, help="labels printed per image")
+    p.add_argument("--top-k", type=POSITIVE, default=3, help="labels printed per image")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first image with its attention-rollout map")
     p.set_defaults(func=cmd_classify)
@@ -135,7 +138,7 @@ def _add_evaluate(sub: Any) -> None:
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--source", metavar="FILE", help="translator: source sentences")
     p.add_argument("--reference", metavar="FILE", help="translator: reference translations")
-    p.add_argument("--beam-size", type=int, default=4, help="translator: beam width")
+    p.add_argument("--beam-size", type=POSITIVE, default=4, help="translator: beam width")
     p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class")
     p.add_argument("--confusion-matrix", metavar="FILE.png",
                    help="vit: draw the confusion matrix")
@@ -150,12 +153,13 @@ def _add_export(sub: Any) -> None:
                         "DIR/models.config and DIR/batching_parameters.txt for the server")
     p.add_argument("--name", default=None,
                    help="served model name (NAME; default: the shipped name or file stem)")
-    p.add_argument("--version", type=int, default=1, help="version folder number")
+    p.add_argument("--version", type=POSITIVE, default=1, help="version folder number")
     p.add_argument("--force", action="store_true", help="replace an existing version")
-    p.add_argument("--beam-size", type=int, default=4, help="translator: beam width in the graph")
+    p.add_argument("--beam-size", type=POSITIVE, default=4,
+                   help="translator: beam width in the graph")
     p.add_argument("--alpha", type=float, default=0.6,
                    help="translator: length-penalty exponent in the graph")
-    p.add_argument("--top-k", type=int, default=5, help="vit: labels returned per image")
+    p.add_argument("--top-k", type=POSITIVE, default=5, help="vit: labels returned per image")
     p.set_defaults(func=cmd_export)
 
 

@@ -79,20 +79,20 @@ def fields_of_recipe(command: str, task: str) -> list[RecipeField]:
     return recipe_fields(RECIPES[command, task])
 
 
-def _flag_value(field: RecipeField) -> Any:
-    """The argparse type of `field`: its kind ('none' is None where the field allows it),
-    then its check, so that argparse names the flag as typed: "argument --epochs: must be a
-    positive int; got 0"."""
+def checked_type(kind: type, check: Check | None = None, optional: bool = False) -> Any:
+    """An argparse type: `kind` of the text ('none' is None where `optional`), then `check`,
+    so that argparse names the flag as typed: "argument --epochs: must be a positive int;
+    got 0"."""
     def parse(text: str) -> Any:
-        if field.optional and text.strip().lower() == "none":
+        if optional and text.strip().lower() == "none":
             return None
-        value = field.kind(text)
-        problem = None if field.check is None else field.check.problem(value)
+        value = kind(text)
+        problem = None if check is None else check.problem(value)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)
         return value
 
-    parse.__name__ = field.kind.__name__  # argparse names it in "invalid int value: 'x'"
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: 'x'"
     return parse
 
 
@@ -104,8 +104,9 @@ def add_field_flags(parser: argparse.ArgumentParser, fields: Sequence[RecipeFiel
             parser.add_argument(flag, action=argparse.BooleanOptionalAction,
                                 default=field.default, help=field.help)
         else:
-            parser.add_argument(flag, type=_flag_value(field), default=field.default,
-                                help=field.help, choices=field.choices)
+            parser.add_argument(
+                flag, type=checked_type(field.kind, field.check, field.optional),
+                default=field.default, help=field.help, choices=field.choices)
 
 
 def recipe_from_args(recipe_class: type, args: argparse.Namespace) -> Any:

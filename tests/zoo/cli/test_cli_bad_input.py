@@ -111,13 +111,14 @@ CASES = [
      "zoo: error: image file {dir}/big.png has 100,000,000 pixels"),
     ("wrong kind of model", ["classify", "--model", "translator-test", "{dir}/good.png"], None,
      2, "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"),
-    ("top-k 0", [*V, "--top-k", "0", "{dir}/good.png"], None, 2, "top_k must be a positive"),
+    ("top-k 0", [*V, "--top-k", "0", "{dir}/good.png"], None, 2,
+     "argument --top-k: must be a positive int; got 0"),
     ("beam size 0", [*T, "--beam-size", "0", "hi"], None, 2,
-     "zoo: error: beam_size must be at least 1"),
+     "zoo translate: error: argument --beam-size: must be a positive int; got 0"),
     ("beam size not a number", [*T, "--beam-size", "x", "hi"], None, 2,
      "argument --beam-size: invalid int value: 'x'"),
     ("beam size 0, stdin unread", [*T, "--beam-size", "0"], b"hi\n", 2,
-     "zoo: error: beam_size must be at least 1"),
+     "argument --beam-size: must be a positive int; got 0"),
     ("max length too long", [*T, "--max-length", "100000", "hi"], None, 2,
      "zoo: error: max_length must be an integer from 1 to 16"),
     ("max length 0", [*T, "--max-length", "0", "hi"], None, 2,
@@ -139,6 +140,8 @@ CASES = [
     ("evaluate without --reference", ["evaluate", "translator", "--model", "translator-test",
                                       "--source", "{dir}/three.en"], None, 2,
      "zoo: error: evaluate translator needs --source FILE and --reference FILE"),
+    ("evaluate a ViT without --data", ["evaluate", "vit", "--model", "vit-test"], None, 2,
+     "zoo: error: evaluate vit needs --data DIR (one folder per class)"),
     ("evaluate a missing file", ["evaluate", "translator", "--model", "translator-test",
                                  "--source", "{dir}/nope.en", "--reference", "{dir}/two.de"],
      None, 2, "zoo: error: --source {dir}/nope.en does not exist"),
@@ -167,7 +170,7 @@ CASES = [
     # export and convert.
     ("export version 0", ["export", "translator-test", "--output", "{dir}/exported",
                           "--version", "0"], None, 2,
-     "zoo: error: version must be a positive integer; got 0"),
+     "zoo export: error: argument --version: must be a positive int; got 0"),
     ("export over an existing version", ["export", "translator-test", "--output",
                                          "{dir}/exported"], None, 2,
      "zoo: error: {dir}/exported/translator-test/1 exists; pass --force to replace it"),
@@ -357,3 +360,27 @@ def test_a_closed_stdout_stops_translate_quietly(repository, monkeypatch, capsys
     monkeypatch.setattr("sys.stdout", ClosedStdout())
     assert main([*T, "--beam-size", "1", "--max-length", "4"]) == 141
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", ["translate", "classify", "train", "export"])
+def test_an_unknown_keras_backend_is_one_line_before_anything_loads(command, monkeypatch):
+    from zoo.cli.main import _check_backend
+
+    monkeypatch.delitem(sys.modules, "keras", raising=False)  # as in a fresh process
+    environ = {"KERAS_BACKEND": "pytorch"}
+    message = _check_backend(command, environ)
+    if command == "export":  # export sets TensorFlow's backend itself
+        assert message is None and environ["KERAS_BACKEND"] == "tensorflow"
+    else:
+        assert message == ("KERAS_BACKEND=pytorch is not a Keras backend; use one of "
+                           "tensorflow, jax, torch, numpy, openvino (or unset it: tensorflow)")
+    assert _check_backend("models", {"KERAS_BACKEND": "pytorch"}) is None  # loads no Keras
+    assert _check_backend(command, {"KERAS_BACKEND": "jax"}) is None
+
+
+def test_an_unknown_keras_backend_fails_the_command_with_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_BACKEND", "pytorch")
+    status, _, err = run([*T, "hi"], None, monkeypatch, capsys)
+    assert status == 2 and err.strip().splitlines() == [
+        "zoo: error: KERAS_BACKEND=pytorch is not a Keras backend; use one of tensorflow, "
+        "jax, torch, numpy, openvino (or unset it: tensorflow)"]
