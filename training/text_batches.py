@@ -211,7 +211,8 @@ class TeacherForcingBatches(keras.utils.PyDataset):
 
         Returns:
             A `tf.data.Dataset` of `({"source_ids": (B, S), "target_ids": (B, T)}, labels)`,
-            int32, with S and T multiples of `bucket_width`.
+            int32, with S and T multiples of `bucket_width`; its cardinality is known
+            (`len(self)` batches).
         """
         import tensorflow as tf  # Lazy: the JAX machines have no TensorFlow.
 
@@ -259,6 +260,10 @@ class TeacherForcingBatches(keras.utils.PyDataset):
             drop_remainder=self.drop_remainder,
         )
         dataset = dataset.map(round_up_batch, num_parallel_calls=tf.data.AUTOTUNE)
+        # Every bucket gives ceil(examples / batch) batches whatever the order, as many as
+        # the numpy path: said, `fit` shows the epoch's length and an ETA from the first
+        # epoch, and does not warn that the input "ran out of data".
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(self)))
         return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -150,7 +150,7 @@ def test_tf_dataset_matches_numpy_batches(id_pairs):
     assert set(spec_inputs) == {"source_ids", "target_ids"}
     assert {s.dtype for s in [*spec_inputs.values(), spec_labels]} == {tf.int32}
     first_epoch = list(dataset)
-    assert len(first_epoch) == len(numpy_batches)
+    assert len(first_epoch) == len(numpy_batches) == int(dataset.cardinality())
     expected = Counter(zip(map(tuple, sources), map(tuple, targets)))
     assert _examples(first_epoch) == expected
     for inputs, labels in first_epoch:
@@ -166,6 +166,11 @@ def test_tf_dataset_matches_numpy_batches(id_pairs):
     )
     second_epoch = [labels[:, 0].numpy().tolist() for _, labels in dataset]
     assert second_epoch != [labels[:, 0].numpy().tolist() for _, labels in first_epoch]
+    # The known cardinality holds for any batch size and with whole batches only.
+    for batch_size, drop_remainder in ((7, False), (50, True)):
+        batches = TeacherForcingBatches(sources, targets, batch_size=batch_size,
+                                        drop_remainder=drop_remainder, seed=1)
+        assert sum(1 for _ in batches.to_tf_dataset()) == len(batches)
 
 
 def test_batches_feed_model_fit(id_pairs):

@@ -29,12 +29,13 @@ from zoo.generation.settings import NEVER, check_search_settings
 from zoo.errors import UserError
 from zoo.models.architectures import architecture_config, load_preset
 from zoo.models.translator.surgery import TranslatorSurgery
+from zoo.models.translator.text_training import TextTraining
 from zoo.models.translator.text_translation import TextTranslation
 from zoo.text.tokenizer import SubwordTokenizer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(TranslatorSurgery, TextTranslation, keras.Model):
+class Translator(TranslatorSurgery, TextTranslation, TextTraining, keras.Model):
     """Encoder-decoder Transformer translator with cached greedy and beam search.
 
     Args:
