@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     one line `zoo: error: ...` on stderr and status 2; any other exception is the zoo's bug
     and propagates (the console script prints its traceback, status 1). Status 1 returned:
     `zoo translate` finished, but some stdin lines were not valid UTF-8 (their output lines
-    are empty); 141: its stdout was closed early.
+    are empty); 141: its stdout was closed early; 130: interrupted (Ctrl-C), one line.
     """
     from zoo.cli.quiet import filtered_stderr, verbose_requested
 
@@ -89,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if verbose or args.verbose or _is_own_module(error):
                 raise
             message = str(error).strip() or repr(error)
+        except KeyboardInterrupt:  # Ctrl-C: what was written stays (checkpoints, whole lines)
+            if verbose or args.verbose:
+                raise
+            sys.stdout.flush()
+            print("zoo: interrupted", file=sys.stderr)
+            return 130
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2

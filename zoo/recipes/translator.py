@@ -81,6 +81,9 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
         train = train[:recipe.limit]
     if recipe.validation_limit:
         valid = valid[:recipe.validation_limit]
+    for name, pairs in (("training", train), ("validation", valid)):
+        if not pairs:  # sacreBLEU would fail on it, after a whole epoch
+            raise UserError(f"the {name} data holds no sentence pairs")
     return train, valid
 
 
@@ -207,7 +210,16 @@ def _average_if_better(model: Translator, recipe: TranslatorRecipe, checkpoints:
 
 def evaluate_translator(model: Translator, sources: list[str], references: list[str],
                         beam_size: int = 4, alpha: float = 0.6) -> dict:
-    """Translates `sources` and scores them against `references` (sacreBLEU and chrF)."""
+    """Translates `sources` and scores them against `references` (sacreBLEU and chrF).
+
+    Raises:
+        zoo.UserError: no sentences, or not as many references as sources.
+    """
+    if not sources:
+        raise UserError("no sentences to evaluate: the source file is empty")
+    if len(sources) != len(references):
+        raise UserError(f"{len(sources)} sources but {len(references)} references; they "
+                        f"must align")
     hypotheses = model.translate(sources, beam_size=beam_size, alpha=alpha)
     scores = corpus_scores(hypotheses, references)
     scores["sentences"] = len(sources)

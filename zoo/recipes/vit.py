@@ -218,6 +218,9 @@ def train_vit(recipe: ViTRecipe) -> dict:
     check_recipe(recipe)
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     images, labels, class_names = load_images(recipe)
+    if len(class_names) < 2:  # a classifier of one class scores 100% and learns nothing
+        raise UserError(f"--data {recipe.data} holds {len(class_names)} class "
+                        f"({', '.join(class_names)}); a classifier needs at least two")
     # Stratified: the same number of validation images from every class.
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
                                                     seed=recipe.seed, labels=labels)

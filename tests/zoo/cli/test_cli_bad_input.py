@@ -4,6 +4,7 @@ table of the zoo's bugs, each a traceback; stdin read lazily and line by line.""
 
 from __future__ import annotations
 
+import argparse
 import io
 import struct
 import subprocess
@@ -68,6 +69,11 @@ def files(tmp_path_factory, small_tokenizer):
     (root / "exported" / "translator-test" / "1").mkdir(parents=True)
     (root / "images" / "cat").mkdir(parents=True)
     (root / "images" / "cat" / "loose.txt").write_text("not an image")
+    (root / "one-class" / "cat").mkdir(parents=True)
+    for i in range(4):
+        Image.new("RGB", (8, 8), (10 * i, 30, 30)).save(root / "one-class" / "cat" / f"{i}.png")
+    (root / "empty.en").write_text("")
+    (root / "empty.de").write_text("")
     return root, translator
 
 
@@ -148,7 +154,7 @@ CASES = [
     ("evaluate misaligned files", ["evaluate", "translator", "--model", "translator-test",
                                    "--source", "{dir}/three.en", "--reference", "{dir}/two.de",
                                    "--beam-size", "1"], None, 2,
-     "zoo: error: 3 hypotheses but 2 references; they must align"),
+     "zoo: error: 3 sources but 2 references; they must align"),
     ("evaluate a ViT with a translator", ["evaluate", "vit", "--model", "translator-test",
                                           "--data", "{dir}/images"], None, 2,
      "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"),
@@ -164,6 +170,17 @@ CASES = [
                                  "{dir}/run"], None, 2,
      "zoo train translator: error: argument --max-length: must be an integer from 2 to "
      "4096; got 1"),
+    ("train on a single class", ["train", "vit", "--data", "{dir}/one-class", "--output",
+                                 "{dir}/run-one", "--validation-size", "1"], None, 2,
+     "zoo: error: --data {dir}/one-class holds 1 class (cat); a classifier needs at least two"),
+    ("evaluate on empty files", ["evaluate", "translator", "--model", "translator-test",
+                                 "--source", "{dir}/empty.en", "--reference", "{dir}/empty.de"],
+     None, 2, "zoo: error: no sentences to evaluate: the source file is empty"),
+    ("train with empty validation files", ["train", "translator", "--source", "{dir}/three.en",
+                                           "--target", "{dir}/three.en", "--validation-source",
+                                           "{dir}/empty.en", "--validation-target",
+                                           "{dir}/empty.de", "--output", "{dir}/run-tr"], None,
+     2, "zoo: error: the validation data holds no sentence pairs"),
     ("train on a folder without images", ["train", "vit", "--data", "{dir}/images",
                                           "--output", "{dir}/run-images"], None, 2,
      "zoo: error: class folder {dir}/images/cat holds no images"),
@@ -384,3 +401,37 @@ def test_an_unknown_keras_backend_fails_the_command_with_one_line(monkeypatch, c
     assert status == 2 and err.strip().splitlines() == [
         "zoo: error: KERAS_BACKEND=pytorch is not a Keras backend; use one of tensorflow, "
         "jax, torch, numpy, openvino (or unset it: tensorflow)"]
+
+
+@pytest.mark.parametrize("command", ["translate", "export"])
+def test_ctrl_c_is_exit_130_with_one_line(repository, monkeypatch, capsys, command):
+    import zoo.cli.commands
+
+    def interrupted(args):
+        print("a whole line")
+        raise KeyboardInterrupt
+
+    name = {"translate": "cmd_translate", "export": "cmd_export"}[command]
+    monkeypatch.setattr(zoo.cli.commands, name, interrupted)
+    monkeypatch.setattr(zoo.cli.main, "build_parser", _parser_with(name, interrupted))
+    argv = ([*T, "hi"] if command == "translate"
+            else ["export", "translator-test", "--output", str(repository[0] / "ctrl-c")])
+    status, out, err = run(argv, None, monkeypatch, capsys)
+    assert status == 130 and out == "a whole line\n"
+    assert err.strip().splitlines()[-1] == "zoo: interrupted" and "Traceback" not in err
+
+
+def _parser_with(name, function):
+    """build_parser, with `function` in place of the command function `name`."""
+    from zoo.cli.parser import build_parser
+
+    def build(recipes=True):
+        parser = build_parser(recipes=recipes)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    if getattr(sub.get_default("func"), "__name__", "") == name:
+                        sub.set_defaults(func=function)
+        return parser
+
+    return build
