@@ -252,6 +252,29 @@ def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
     return path
 
 
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Removes the hidden `.VERSION.tmp-PID-*` folders that killed exports left in `folder`
+    (a model's folder), those whose process is gone; returns what it removed."""
+    removed = []
+    for path in sorted(folder.glob(".*.tmp-*-*")) if folder.is_dir() else []:
+        pid = path.name.rpartition(".tmp-")[2].split("-")[0]
+        if not pid.isdigit() or _process_alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Swaps two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where the system
     cannot."""
@@ -398,7 +421,8 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
 
     archive, warmup = _archive(model, beam_size, alpha, top_k)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex}")
+    remove_stale_temporaries(target.parent)
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     try:
         archive.write_out(str(temporary), verbose=False)
         needs_xla = xla_only_op_types(temporary)

@@ -463,3 +463,19 @@ def test_server_config_files_parse_as_the_server_reads_them(tmp_path):
     text = write_batching_parameters(tmp_path).read_text()
     assert "--enable_batching=true --batching_parameters_file=" in text
     assert "max_batch_size { value: 32 }" in text
+
+
+def test_stale_temporaries_of_killed_exports_are_removed_and_live_ones_kept(tmp_path):
+    from zoo.serving.export import remove_stale_temporaries
+
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid names no live process now
+    stale = tmp_path / f".1.tmp-{finished.pid}-0123abcd"
+    live = tmp_path / f".2.tmp-{os.getpid()}-4567ef01"
+    version, unnamed = tmp_path / "1", tmp_path / ".3.tmp-nopid"
+    for folder in (stale, live, version, unnamed):
+        (folder / "variables").mkdir(parents=True)
+    assert remove_stale_temporaries(tmp_path) == [stale]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, version.name, unnamed.name])
+    assert remove_stale_temporaries(tmp_path / "missing") == []
