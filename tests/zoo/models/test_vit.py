@@ -323,6 +323,16 @@ def test_as_image_batch_adds_the_batch_axis():
     assert as_image_batch(np.zeros((8, 8, 3), "uint8")).shape == (1, 8, 8, 3)
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_pixels_are_refused_naming_the_image(value):
+    batch = np.zeros((4, 8, 8, 3), "float32")
+    batch[2, 1, 1, 0] = value
+    batch[3, 0, 0, 2] = value
+    with pytest.raises(ValueError, match=r"image 2 of the batch holds NaN or infinite pixel "
+                                         r"values \(2 such images\)"):
+        tiny().classify(batch)
+
+
 # --- attention maps and rollout -------------------------------------------------------------
 
 

@@ -27,7 +27,8 @@ def as_image_batch(images: Any, num_channels: int = 3) -> np.ndarray:
 
     Raises:
         ValueError: for a non-numeric array, a rank other than 3 or 4, a channel count other
-            than `num_channels`, or an empty batch or image; the message names the shape.
+            than `num_channels`, an empty batch or image (the message names the shape), or
+            NaN or infinite pixels (it names the first such image).
     """
     array = np.asarray(images)
     if array.dtype.kind not in "uif":
@@ -45,4 +46,9 @@ def as_image_batch(images: Any, num_channels: int = 3) -> np.ndarray:
             f"images must have {num_channels} channels (last axis); got shape {array.shape}")
     if 0 in array.shape:
         raise UserError(f"images must not be empty; got shape {array.shape}")
+    if array.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(array).reshape(len(array), -1).all(axis=1))
+        if bad.size:  # the model would answer with a label of probability nan
+            raise UserError(f"image {int(bad[0])} of the batch holds NaN or infinite pixel "
+                            f"values ({bad.size} such images)")
     return array.astype("float32")
