@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -60,11 +61,22 @@ def _pair(value: Any) -> tuple[int, int]:
 
 
 def _class_names(config: Any, num_classes: int) -> list[str] | None:
+    """The head's class names from `id2label`, or None (labels `class_N`) with a warning that
+    says why when the file has labels that do not fit the head's `num_classes` outputs."""
     id2label = config_value(config, "id2label") or {}
-    names = {int(k): str(v) for k, v in dict(id2label).items()}
-    if sorted(names) != list(range(num_classes)):
-        return None
-    return [names[i] for i in range(num_classes)]
+    try:
+        names = {int(k): str(v) for k, v in dict(id2label).items()}
+    except (TypeError, ValueError):
+        names = None
+    if names is not None and sorted(names) == list(range(num_classes)):
+        return [names[i] for i in range(num_classes)]
+    if id2label:
+        ids = sorted(names) if names is not None else list(dict(id2label))
+        warnings.warn(f"config.json's id2label ({len(ids)} labels, ids {ids[:3]}...) does not "
+                      f"fit the head's {num_classes} classes (ids 0..{num_classes - 1}); its "
+                      f"labels are dropped and the classes are named class_0 ... "
+                      f"class_{num_classes - 1}", stacklevel=2)
+    return None
 
 
 def _load_block(block: Any, get: Any, hidden: int, intermediate: int, qkv_bias: bool,

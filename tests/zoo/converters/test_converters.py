@@ -372,3 +372,26 @@ def test_marian_folder_with_opus_mt_tokenizer_files_translates_text(hf_marian, t
     capsys.readouterr()
     converted = zoo.load(str(tmp_path / "converted"))
     assert converted.translate(sentences, beam_size=1, max_length=12) == expected
+
+
+@pytest.mark.parametrize("id2label, expected, warns", [
+    ({0: "cat", 1: "dog", 2: "bird"}, ["cat", "dog", "bird"], False),
+    ({"0": "cat", "1": "dog", "2": "bird"}, ["cat", "dog", "bird"], False),
+    ({0: "cat", 1: "dog"}, None, True),                   # fewer labels than the head
+    ({0: "cat", 1: "dog", 2: "bird", 3: "fish"}, None, True),
+    ({"a": "cat"}, None, True),                            # ids that are not numbers
+    ({}, None, False),                                     # no labels: nothing dropped
+])
+def test_id2label_that_does_not_fit_the_head_is_dropped_with_a_warning(id2label, expected,
+                                                                       warns):
+    import warnings
+
+    from zoo.converters.hf_vit import _class_names
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _class_names({"id2label": id2label}, 3) == expected
+    said = [str(w.message) for w in caught]
+    assert bool(said) == warns
+    if warns:
+        assert "does not fit the head's 3 classes" in said[0] and "dropped" in said[0]
