@@ -247,7 +247,6 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
     pytest.importorskip("transformers")
     from transformers import MarianTokenizer as Reference
 
-    from zoo.text.loading import load_tokenizer
     from zoo.text.marian import MarianTokenizer
 
     ours = MarianTokenizer.from_folder(marian_folder)
@@ -270,6 +269,7 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
 
 
 def test_marian_tokenizer_saves_in_one_file(marian_folder, held_out, tmp_path):
+    from zoo.text.loading import load_tokenizer
     from zoo.text.marian import MarianTokenizer
 
     tokenizer = MarianTokenizer.from_folder(marian_folder)
