@@ -7,13 +7,14 @@ import importlib.metadata
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import zoo
 
 REPO = Path(__file__).resolve().parents[2]
-PROJECT_VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+# pyproject.toml's [project] version (read with a pattern: tomllib is Python 3.11+ only).
+PROJECT_VERSION = re.search(r'^version = "([^"]+)"$', (REPO / "pyproject.toml").read_text(),
+                            flags=re.M).group(1)
 
 
 def changelog_versions() -> list[str]:
