@@ -74,6 +74,18 @@ def test_a_dataset_of_string_pairs_reads_as_the_lists(pairs):
         sentence_pairs(tf.data.Dataset.from_tensor_slices([1, 2]))
 
 
+def test_a_dataset_of_token_batches_goes_to_keras_as_before(translator, pairs):
+    """The recipe fits on `TeacherForcingBatches.to_tf_dataset()`: not text, Keras's."""
+    pytest.importorskip("tensorflow")
+    from zoo.training.losses import MaskedSparseCrossEntropy
+
+    translator.compile(optimizer="adam", loss=MaskedSparseCrossEntropy())
+    batches = translator.text_batches([s for s, _ in pairs[:16]], [t for _, t in pairs[:16]],
+                                      batch_size=8)
+    history = translator.fit(batches.to_tf_dataset(), epochs=1, verbose=0)
+    assert len(history.history["loss"]) == 1
+
+
 @pytest.mark.parametrize("sources, targets, message", [
     (["A dog."], None, "needs the target sentences too"),
     (["A dog.", "A cat."], ["Ein Hund."], "2 source sentences but 1 targets"),

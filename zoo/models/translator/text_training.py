@@ -29,9 +29,20 @@ def _is_dataset(value: Any) -> bool:
     return type(value).__module__.startswith("tensorflow") and hasattr(value, "element_spec")
 
 
+def _is_string_pairs(dataset: Any) -> bool:
+    """Whether a tf.data.Dataset yields `(source, target)` scalar strings."""
+    spec = dataset.element_spec
+    return (isinstance(spec, tuple) and len(spec) == 2
+            and all(getattr(s, "dtype", None) is not None and s.dtype.name == "string"
+                    and s.shape.rank == 0 for s in spec))
+
+
 def _is_text(value: Any) -> bool:
-    """Sentences: a list or tuple of str, a text file's path, or a tf.data of string pairs."""
-    if isinstance(value, (str, os.PathLike)) or _is_dataset(value):
+    """Sentences: a list or tuple of str, a text file's path, or a tf.data of string pairs
+    (a tf.data of token batches is Keras's to take)."""
+    if _is_dataset(value):
+        return _is_string_pairs(value)
+    if isinstance(value, (str, os.PathLike)):
         return True
     return (isinstance(value, (list, tuple)) and len(value) > 0
             and all(isinstance(s, str) for s in value))
@@ -39,12 +50,9 @@ def _is_text(value: Any) -> bool:
 
 def _dataset_pairs(dataset: Any) -> tuple[list[str], list[str]]:
     """The `(source, target)` string pairs of a tf.data.Dataset, decoded from UTF-8."""
-    spec = dataset.element_spec
-    if not (isinstance(spec, tuple) and len(spec) == 2
-            and all(getattr(s, "dtype", None) is not None and s.dtype.name == "string"
-                    and s.shape.rank == 0 for s in spec)):
-        raise UserError(f"a dataset to fit a translator must yield (source, target) string "
-                        f"pairs; its elements are {spec}")
+    if not _is_string_pairs(dataset):
+        raise UserError(f"a dataset of sentences must yield (source, target) string pairs; "
+                        f"its elements are {dataset.element_spec}")
     pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in dataset.as_numpy_iterator()]
     return [s for s, _ in pairs], [t for _, t in pairs]
 
