@@ -1,4 +1,4 @@
-"""Image datasets: class folders in memory as NumPy arrays (any backend), tf.data, and TFDS.
+"""Image datasets: class folders in memory as NumPy arrays (any backend) and as tf.data.
 
 The JAX path (`load_image_folder_numpy`, decoded with PIL) and the TensorFlow path
 (`image_folder_tf_dataset`, decoded in-graph) read the same file listing
@@ -241,76 +241,3 @@ def _files_dataset(paths, labels, class_names, size, batch_size, shuffle, seed):
     dataset = dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
     dataset.class_names = list(class_names)
     return dataset
-
-
-def tfds_image_dataset(
-    name: str,
-    split: str,
-    image_size,
-    batch_size: int,
-    shuffle: bool = True,
-    seed: int = 0,
-):
-    """Loads an image classification dataset from TensorFlow Datasets as uint8 RGB batches.
-
-    Needs `tensorflow_datasets` and, the first time, network access to download `name`.
-    Grayscale datasets are expanded to RGB, an alpha channel is dropped, and images are resized
-    bilinearly (antialiased) to `image_size` when their size differs.
-
-    Args:
-        name: TFDS name, e.g. `"cifar10"`.
-        split: TFDS split, e.g. `"train[:45000]"`.
-        image_size: `(height, width)` (or one int).
-        batch_size: images per batch.
-        shuffle: shuffle files and examples (seeded by `seed`).
-        seed: shuffle seed.
-
-    Returns:
-        A `tf.data.Dataset` of `(images uint8 (batch, height, width, 3), labels int32)`.
-    """
-    if not isinstance(name, str) or not name.strip():
-        raise UserError(f"name must be a TFDS dataset name such as 'cifar10'; got {name!r}")
-    if not isinstance(split, str) or not split.strip():
-        raise UserError(f"split must be a TFDS split such as 'train'; got {split!r}")
-    height, width = image_size_pair(image_size)
-    batch_size = positive_int(batch_size, "batch_size")
-    try:
-        import tensorflow as tf
-        import tensorflow_datasets as tfds
-    except ImportError as error:
-        raise UserError(
-            "tfds_image_dataset needs tensorflow and tensorflow-datasets; install them or use "
-            "load_image_folder_numpy on a local copy"
-        ) from error
-
-    read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle else None
-    dataset = tfds.load(
-        name, split=split, as_supervised=True, shuffle_files=shuffle, read_config=read_config
-    )
-
-    def to_rgb(image, label):
-        image = tf.convert_to_tensor(image)
-        channels = image.shape[-1]
-        if channels == 1:
-            image = tf.image.grayscale_to_rgb(image)
-        elif channels == 4:
-            image = image[..., :3]
-        elif channels != 3:
-            raise UserError(
-                f"TFDS dataset {name!r} has images with {channels} channels; expected 1, 3 or 4"
-            )
-        if image.dtype != tf.uint8:
-            image = tf.image.convert_image_dtype(image, tf.uint8, saturate=True)
-        def resize():
-            resized = tf.image.resize(image, (height, width), "bilinear", antialias=True)
-            return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
-
-        same_size = tf.reduce_all(tf.shape(image)[:2] == (height, width))
-        image = tf.cond(same_size, lambda: image, resize)
-        return tf.ensure_shape(image, (height, width, 3)), tf.cast(label, tf.int32)
-
-    if shuffle:
-        dataset = dataset.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-

@@ -1,4 +1,4 @@
-"""Image input: archive extraction, class folders, PIL decoding, tf.data and TFDS pipelines."""
+"""Image input: archive extraction, class folders, PIL decoding, tf.data pipelines."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from zoo.training.archives import extract_archive
 from zoo.training.image_data import (
     image_folder_tf_dataset,
     load_image_folder_numpy,
-    tfds_image_dataset,
     train_validation_split,
 )
 from zoo.training.image_files import load_image, scan_image_folder
@@ -285,38 +284,3 @@ def test_image_folder_tf_dataset_argument_errors(cifar_train):
         image_folder_tf_dataset(cifar_train, 32, 8, validation_split=0.1, subset="test")
     with pytest.raises(ValueError, match="batch_size"):
         image_folder_tf_dataset(cifar_train, 32, 0)
-
-
-# --- TFDS ----------------------------------------------------------------------------------------
-
-
-def test_tfds_image_dataset_validates_before_loading():
-    for kwargs, message in (
-        (dict(name="", split="train", image_size=32, batch_size=8), "name"),
-        (dict(name="cifar10", split="", image_size=32, batch_size=8), "split"),
-        (dict(name="cifar10", split="train", image_size=(32,), batch_size=8), "image_size"),
-        (dict(name="cifar10", split="train", image_size=32, batch_size=-1), "batch_size"),
-    ):
-        with pytest.raises(ValueError, match=message):
-            tfds_image_dataset(**kwargs)
-
-
-def test_tfds_image_dataset_converts_a_grayscale_dataset(monkeypatch):
-    """Offline: `tfds.load` is replaced by a small in-memory dataset of 28x28 gray digits."""
-    tf = pytest.importorskip("tensorflow")
-    tfds = pytest.importorskip("tensorflow_datasets")
-    digits = np.random.default_rng(0).integers(0, 256, (6, 28, 28, 1), dtype="uint8")
-
-    def fake_load(name, split, as_supervised, **kwargs):
-        assert (name, split, as_supervised) == ("mnist", "train[:6]", True)
-        return tf.data.Dataset.from_tensor_slices((digits, np.arange(6, dtype="int64")))
-
-    monkeypatch.setattr(tfds, "load", fake_load)
-    dataset = tfds_image_dataset("mnist", "train[:6]", (28, 28), batch_size=4, shuffle=False)
-    images, labels = next(iter(dataset.as_numpy_iterator()))
-    assert images.shape == (4, 28, 28, 3) and images.dtype == np.uint8
-    assert labels.dtype == np.int32 and labels.tolist() == [0, 1, 2, 3]
-    for channel in range(3):
-        np.testing.assert_array_equal(images[..., channel], digits[:4, ..., 0])
-    resized = tfds_image_dataset("mnist", "train[:6]", 32, batch_size=6, shuffle=False)
-    assert next(iter(resized.as_numpy_iterator()))[0].shape == (6, 32, 32, 3)

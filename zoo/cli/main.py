@@ -176,11 +176,11 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
             args.source and args.reference):
         return "evaluate translator needs --source FILE and --reference FILE"
     if args.command == "evaluate" and args.task == "vit" and not args.data:
-        return "evaluate vit needs --data DIR (one folder per class)"
+        return "evaluate vit needs --data DIR (one folder per class) or tfds:NAME[:SPLIT]"
     if args.command == "evaluate":
         for flag in ("source", "reference", "data"):
             path = getattr(args, flag, None)
-            if path and not os.path.exists(path):
+            if path and not path.startswith("tfds:") and not os.path.exists(path):
                 return f"--{flag} {path} does not exist"
     return None
 

@@ -6,7 +6,7 @@
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F
-    zoo evaluate vit --model M --data DIR [--confusion-matrix FILE.png]
+    zoo evaluate vit --model M --data DIR|tfds:NAME[:SPLIT] [--confusion-matrix FILE.png]
     zoo export M --output DIR [--version N]
     zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
     zoo bench ...
@@ -139,7 +139,8 @@ def _add_evaluate(sub: Any) -> None:
     p.add_argument("--source", metavar="FILE", help="translator: source sentences")
     p.add_argument("--reference", metavar="FILE", help="translator: reference translations")
     p.add_argument("--beam-size", type=POSITIVE, default=4, help="translator: beam width")
-    p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class")
+    p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class, "
+                   "or a TFDS split tfds:NAME[:SPLIT] (split test when absent)")
     p.add_argument("--confusion-matrix", metavar="FILE.png",
                    help="vit: draw the confusion matrix")
     p.set_defaults(func=cmd_evaluate)

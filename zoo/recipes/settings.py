@@ -94,7 +94,8 @@ class TranslatorRecipe:
 
     Data comes from one of: `multi30k` (a folder of Multi30k raw files), `source`/`target`
     (two aligned text files, with `validation_source`/`validation_target`), or `tsv` (a
-    tab-separated file or a zip member `archive.zip:member`, a validation split held out).
+    tab-separated file or a zip member `archive.zip:member`, a validation split held out), or
+    `tfds` (a TensorFlow Datasets translation set, `zoo.training.tfds_data`).
 
     With `model` (a shipped name or a `.keras` path) the run continues training that
     translator on the new pairs, with its own tokenizer and architecture (`architecture` and
@@ -123,6 +124,10 @@ class TranslatorRecipe:
     tsv: str | None = dataclasses.field(default=None, metadata={
         "help": "tab-separated source/target pairs: FILE or ARCHIVE.zip:MEMBER (a validation "
                 "split is held out)"})
+    tfds: str | None = dataclasses.field(default=None, metadata={
+        "help": "a TensorFlow Datasets translation set NAME[:SPLIT], e.g. "
+                "ted_hrlr_translate/pt_to_en with --source-lang pt --target-lang en: SPLIT "
+                "(train when absent) trains, its validation split validates"})
     limit: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "use at most this many training pairs ('none': all)"})
@@ -206,8 +211,9 @@ class ViTRecipe:
     are the field's metadata).
 
     `data` is a folder with one sub-folder of images per class, a `.tar.gz` of one (it is
-    extracted into the output folder), or a folder of MNIST-style IDX files such as
-    Fashion-MNIST's; `validation_size` images are held out from it.
+    extracted into the output folder), a folder of MNIST-style IDX files such as
+    Fashion-MNIST's, or a TensorFlow Datasets split `tfds:NAME[:SPLIT]`
+    (`zoo.training.tfds_data`); `validation_size` images are held out from it.
 
     With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
     training `architecture` from scratch: its head is replaced when the classes differ, its position
@@ -219,8 +225,9 @@ class ViTRecipe:
     output: str = dataclasses.field(default="runs/vit", metadata={
         "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
     data: str | None = dataclasses.field(default=None, metadata={
-        "help": "images: a folder with one subfolder per class, a .tar.gz of one, or a folder "
-                "of MNIST-style IDX files"})
+        "help": "images: a folder with one subfolder per class, a .tar.gz of one, a folder "
+                "of MNIST-style IDX files, or a TFDS dataset tfds:NAME[:SPLIT] (e.g. "
+                "tfds:cifar100; split train when absent)"})
     model: str | None = dataclasses.field(default=None, metadata={
         "help": "start from this trained model (shipped name, .keras path or hub handle) "
                 "instead of training ARCHITECTURE from scratch"})

@@ -31,6 +31,13 @@ from zoo.training.optimizers import transformer_adam
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
+from zoo.training.tfds_data import (
+    PREFIX,
+    TfdsSpec,
+    parse_tfds_spec,
+    tfds_builder,
+    tfds_translation_pairs,
+)
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
@@ -55,6 +62,13 @@ def check_recipe(recipe: TranslatorRecipe) -> None:
     """
     check_fields(recipe)
     check_search_settings(recipe.beam_size, alpha=recipe.alpha)
+    if recipe.tfds:
+        tfds_builder(tfds_training_spec(recipe).name)
+
+
+def tfds_training_spec(recipe: TranslatorRecipe) -> TfdsSpec:
+    """The TFDS split `--tfds` trains on (`tfds:` is optional there)."""
+    return parse_tfds_spec(recipe.tfds if recipe.tfds.startswith(PREFIX) else PREFIX + recipe.tfds)
 
 
 def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
@@ -74,9 +88,14 @@ def load_pairs(recipe: TranslatorRecipe) -> tuple[list, list]:
         held = min(1000, len(pairs) // 10)
         valid = [pairs[i] for i in order[:held]]
         train = [pairs[i] for i in order[held:]]
+    elif recipe.tfds:
+        train_spec = tfds_training_spec(recipe)
+        train = tfds_translation_pairs(train_spec, recipe.source_lang, recipe.target_lang)
+        valid = tfds_translation_pairs(TfdsSpec(train_spec.name, "validation"),
+                                       recipe.source_lang, recipe.target_lang)
     else:
         raise UserError("no training data: give --multi30k DIR, --source/--target FILES, "
-                        "or --tsv FILE")
+                        "--tsv FILE or --tfds NAME")
     if recipe.limit:
         train = train[:recipe.limit]
     if recipe.validation_limit:
@@ -138,7 +157,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
                          pretrained.max_target_length)
 
     source_ids = tokenizer.encode([s for s, _ in train], add_end=True)
-    target_ids = tokenizer.encode([t for _, t in train], add_end=False)
+    target_ids = tokenizer.encode([t for _, t in train], add_end=False, target=True)
     # Keep pairs that fit: source with its end token, target with start or end added.
     kept = filter_by_length(zip(source_ids, target_ids), max_length, max_length - 1)
     source_ids, target_ids = [s for s, _ in kept], [t for _, t in kept]

@@ -39,6 +39,12 @@ from zoo.training.idx_data import (
 )
 from zoo.training.image_data import load_image_folder_numpy, rows_per_class, train_validation_split
 from zoo.training.image_files import scan_image_folder
+from zoo.training.tfds_data import (
+    is_tfds_spec,
+    parse_tfds_spec,
+    tfds_builder,
+    tfds_image_arrays,
+)
 from zoo.training.optimizers import adamw_no_decay_on_norms
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
@@ -59,16 +65,21 @@ def check_recipe(recipe: ViTRecipe) -> None:
     (the ranges are the fields' `check` metadata, zoo/recipes/settings.py).
 
     Raises:
-        ValueError: a setting out of its range.
+        ValueError: a setting out of its range, or a TFDS dataset TFDS does not know.
     """
     check_fields(recipe)
+    if is_tfds_spec(recipe.data):
+        tfds_builder(parse_tfds_spec(recipe.data).name)
 
 
 def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """All images of the recipe's data as uint8 `(N, S, S, 3)`, int32 labels, class names."""
     if not recipe.data:
-        raise UserError("no training data: give --data DIR (one folder per class) or a "
-                        ".tar.gz of such a folder")
+        raise UserError("no training data: give --data DIR (one folder per class), a "
+                        ".tar.gz of such a folder, or tfds:NAME[:SPLIT]")
+    if is_tfds_spec(recipe.data):
+        return tfds_image_arrays(recipe.data, recipe.image_size,
+                                 limit_per_class=recipe.limit_per_class, seed=recipe.seed)
     folder = Path(recipe.data)
     if folder.is_dir() and is_idx_folder(folder):
         images, labels = load_idx_split(folder, "train", image_size=recipe.image_size)
@@ -270,20 +281,30 @@ def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.nda
 
 def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str | None = None,
                  limit_per_class: int | None = None) -> dict:
-    """Top-1 and top-5 accuracy on a folder of class folders whose names are the model's
-    class names; optionally draws the confusion matrix."""
-    _, _, folder_classes = scan_image_folder(data)
+    """Top-1 and top-5 accuracy on a folder of class folders, or a TFDS split
+    (`tfds:NAME[:SPLIT]`, split `test` when absent), whose class names are the model's;
+    optionally draws the confusion matrix."""
     names = list(model.class_names or [])
-    unknown = [c for c in folder_classes if c not in names]
-    if unknown:
-        raise UserError(f"class folders {unknown} of {data} are not classes of the model "
-                        f"({names})")
-    images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
-                                                limit_per_class=limit_per_class)
-    labels = np.array([names.index(folder_classes[i]) for i in labels], "int32")
+    if is_tfds_spec(data):
+        images, labels, data_classes = tfds_image_arrays(
+            parse_tfds_spec(data, default_split="test"), model.image_size,
+            limit_per_class=limit_per_class)
+        _check_known_classes(data_classes, names, data)
+    else:
+        _, _, data_classes = scan_image_folder(data)
+        _check_known_classes(data_classes, names, data)  # before decoding anything
+        images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
+                                                    limit_per_class=limit_per_class)
+    labels = np.array([names.index(data_classes[i]) for i in labels], "int32")
     scores = evaluate_arrays(model, images, labels)
     if confusion_matrix_path:
         from zoo.recipes.plots import plot_confusion_matrix
 
         plot_confusion_matrix(scores["confusion_matrix"], names, confusion_matrix_path)
     return scores
+
+
+def _check_known_classes(data_classes: list[str], names: list[str], data: str) -> None:
+    unknown = [c for c in data_classes if c not in names]
+    if unknown:
+        raise UserError(f"classes {unknown} of {data} are not classes of the model ({names})")

@@ -1,7 +1,7 @@
 """OPUS-MT's tokenizer for converted Marian translators: two SentencePiece models (source and
 target pieces) and one id map (`vocab.json`), as Hugging Face's `MarianTokenizer` reads them.
 
-It has the interface of `zoo.text.tokenizer.Tokenizer`, so a `Translator` takes it as it takes the
+It has the interface of `zoo.text.base.Tokenizer`, so a `Translator` takes it as it takes the
 zoo's own `SubwordTokenizer`; `zoo.text.marian_graph` is the same tokenizer inside a
 TensorFlow graph, for export.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import sentencepiece
 
 from zoo.errors import UserError
-from zoo.text.tokenizer import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
+from zoo.text.base import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
 _MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 _MARIAN_SETTINGS = "settings.json"
@@ -35,7 +35,7 @@ class MarianTokenizer(Tokenizer):
     (with one shared vocabulary it joins them with the source model). A leading language
     code (`>>de<<`, for multilingual OPUS-MT models) is one piece of its own.
 
-    The interface is `zoo.text.tokenizer.Tokenizer`'s (`encode`, `encode_batch_padded`, `decode`,
+    The interface is `zoo.text.base.Tokenizer`'s (`encode`, `encode_batch_padded`, `decode`,
     `id_to_piece`, `save`, `pad_id`, `start_id`, `end_id`, `unknown_id`,
     `vocabulary_size`), so a `Translator` takes it as it takes a `SubwordTokenizer`. Marian
     starts every target with the pad id: `start_id == pad_id`.
@@ -192,6 +192,11 @@ class MarianTokenizer(Tokenizer):
         """As Hugging Face's `MarianTokenizer(texts)`: pieces numbered by the id map."""
         return [[self._ids.get(p, self._unknown_id) for p in self.pieces(text)]
                 for text in texts]
+
+    def _encode_target_texts(self, texts: list[str]) -> list[list[int]]:
+        """As Hugging Face's `MarianTokenizer(text_target=texts)`: the target model's pieces."""
+        pieces = self._target.encode(texts, out_type=str)
+        return [[self._ids.get(p, self._unknown_id) for p in row] for row in pieces]
 
     def _decode_ids(self, ids: list[int]) -> str:
         """As Hugging Face's `batch_decode(ids, skip_special_tokens=True)`."""

@@ -3,6 +3,7 @@ that the model's own tokenizer makes."""
 
 from __future__ import annotations
 
+import copy
 import keras
 import numpy as np
 import pytest
@@ -112,3 +113,29 @@ def test_token_batches_still_fit_as_before(translator, small_tokenizer, pairs):
                                       batch_size=8)
     history = translator.fit(*batches[0], epochs=1, verbose=0)
     assert list(history.history) == ["loss"]  # its own compile, not the default one
+
+
+def test_targets_are_cut_by_the_tokenizers_target_side(small_tokenizer, pairs):
+    """OPUS-MT cuts sources with source.spm and targets with target.spm: the decoder must
+    learn target ids. A tokenizer whose target side differs (here: every target piece one
+    id higher) shows which side `fit` used."""
+    class TwoSided(type(small_tokenizer)):
+        def _encode_target_texts(self, texts):
+            return [[(i + 1) % self.vocabulary_size for i in row]
+                    for row in self._encode_texts(texts)]
+
+    tokenizer = copy.copy(small_tokenizer)
+    tokenizer.__class__ = TwoSided
+    model = Translator.from_architecture("transformer-tiny", tokenizer, **SMALL)
+    sources, targets = [s for s, _ in pairs[:4]], [t for _, t in pairs[:4]]
+    seen = []
+    for inputs, labels in model.text_batches(sources, targets, batch_size=4, shuffle=False):
+        decoded = tokenizer.decode([[i for i in row if i != tokenizer.pad_id]
+                                    for row in inputs["source_ids"]])
+        for row, source in zip(labels, decoded):
+            target = targets[sources.index(source)]
+            expected = tokenizer.encode([target], add_end=False, target=True)[0]
+            assert expected != tokenizer.encode([target], add_end=False)[0]
+            assert [int(i) for i in row[:len(expected) + 1]] == expected + [tokenizer.end_id]
+            seen.append(source)
+    assert sorted(seen) == sorted(sources)

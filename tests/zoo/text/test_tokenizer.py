@@ -254,6 +254,10 @@ def test_marian_tokenizer_equals_transformers(marian_folder, held_out):
     texts = held_out + [">>de<< A dog runs.", "", "  two  spaces ", "東京 café ½"]
     expected = reference(texts)["input_ids"]
     assert ours.encode(texts) == expected
+    # Targets (what fine-tuning teaches the decoder to write) are cut by target.spm.
+    targets = reference(text_target=held_out)["input_ids"]
+    assert ours.encode(held_out, target=True) == targets
+    assert ours.encode(held_out) != targets  # the two models cut differently
     assert any(ours.unknown_id in ids for ids in expected)
     assert (ours.end_id, ours.unknown_id, ours.pad_id, ours.start_id) == (
         0, 1, ours.vocabulary_size - 1, ours.vocabulary_size - 1)

@@ -110,7 +110,7 @@ class TextTraining:
         sources, targets = sentence_pairs(sources, targets)
         tokenizer = self.require_tokenizer()
         source_ids = tokenizer.encode(sources, add_end=True)
-        target_ids = tokenizer.encode(targets, add_end=False)
+        target_ids = tokenizer.encode(targets, add_end=False, target=True)
         kept = filter_by_length(zip(source_ids, target_ids), self.max_source_length,
                                 self.max_target_length - 1)
         if not kept:

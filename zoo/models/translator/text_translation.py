@@ -106,7 +106,8 @@ class TextTranslation:
         if translation is None:
             translation = self.translate([text], beam_size=beam_size)[0]
         source = np.array(tokenizer.encode([text], max_length=self.max_source_length), "int32")
-        target = tokenizer.encode([translation], add_start=True, add_end=False)
+        target = tokenizer.encode([translation], add_start=True, add_end=False,
+                                  target=True)
         target = np.array(target, "int32")
         memory, mask = self.encode(source)
         _, cross = self.decode(target, memory, mask, return_attention_scores=True)

@@ -1,0 +1,261 @@
+"""TensorFlow Datasets by name: `tfds:NAME[:SPLIT]` specs, image arrays and sentence pairs.
+
+The recipes take a TFDS dataset wherever they take data, as `tfds:NAME[:SPLIT]`:
+`tfds:cifar10`, `tfds:cifar100:train`, `tfds:oxford_flowers102:train+validation`,
+`tfds:ted_hrlr_translate/pt_to_en`. NAME may carry a config (`NAME/CONFIG`) and a version
+(`NAME:1.2.3`). Data is read and downloaded by TFDS's own rules: its data folder is
+`$TFDS_DATA_DIR` (default `~/tensorflow_datasets`), and a dataset that is not there yet is
+downloaded and prepared on first use. TensorFlow and `tensorflow_datasets` are imported inside
+the functions, so parsing a spec costs nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from zoo.layers.validation import image_size_pair, positive_int
+from .errors import UserError
+
+PREFIX = "tfds:"
+_VERSION = re.compile(r"^(\d+|\*)\.(\d+|\*)\.(\d+|\*)$")
+
+
+class TfdsSpec(NamedTuple):
+    """A parsed `tfds:NAME[:SPLIT]`: the TFDS name (with config and version) and the split."""
+
+    name: str
+    split: str
+
+    def __str__(self) -> str:
+        return f"{PREFIX}{self.name}:{self.split}"
+
+
+def is_tfds_spec(value: object) -> bool:
+    """Whether `value` names a TFDS dataset (a string starting `tfds:`)."""
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def parse_tfds_spec(spec: str, default_split: str = "train") -> TfdsSpec:
+    """Splits `tfds:NAME[:SPLIT]` into the name and the split (`default_split` when absent).
+
+    A version (`tfds:cifar10:3.0.2`) stays part of the name.
+
+    Example:
+        >>> parse_tfds_spec("tfds:cifar10")
+        TfdsSpec(name='cifar10', split='train')
+        >>> parse_tfds_spec("tfds:cifar10:3.0.2:test[:50%]")
+        TfdsSpec(name='cifar10:3.0.2', split='test[:50%]')
+
+    Raises:
+        UserError: the spec does not start with `tfds:`, or its name or split is empty.
+    """
+    if not is_tfds_spec(spec):
+        raise UserError(f"a TFDS dataset is given as tfds:NAME[:SPLIT]; got {spec!r}")
+    parts = spec[len(PREFIX):].split(":")
+    name, rest = parts[0], parts[1:]
+    if rest and _VERSION.match(rest[0]):
+        name, rest = f"{name}:{rest[0]}", rest[1:]
+    split = ":".join(rest) if rest else default_split
+    if not parts[0].strip() or not split.strip():
+        raise UserError(f"{spec!r} names no dataset or no split: expected tfds:NAME[:SPLIT], "
+                        "e.g. tfds:cifar10 or tfds:cifar10:test")
+    return TfdsSpec(name, split)
+
+
+def _tfds() -> Any:
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise UserError("tfds: datasets need tensorflow-datasets; pip install "
+                        "tensorflow-datasets") from error
+    return tfds
+
+
+def tfds_builder(name: str) -> Any:
+    """TFDS's builder of `name` (nothing is downloaded), or one line when TFDS has no such
+    dataset, with the nearest names it has.
+
+    Raises:
+        UserError: TFDS does not know `name` (or its config or version).
+    """
+    tfds = _tfds()
+    known = tfds.list_builders(with_community_datasets=False)
+    base = name.split(":")[0].split("/")[0]
+    if base not in known:  # said here: TFDS itself would first look for it online
+        close = difflib.get_close_matches(base, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else " (see tfds.list_builders())"
+        raise UserError(f"{PREFIX}{name}: TensorFlow Datasets has no dataset {base!r}{hint}")
+    try:
+        return tfds.builder(name)
+    # TFDS raises an AssertionError for an unknown version, a ValueError for a config.
+    except (tfds.core.registered.DatasetNotFoundError, ValueError, AssertionError) as error:
+        reason = str(error).strip().splitlines()[0].split(" Here are ")[0]
+        configs = [c.name for c in getattr(tfds.builder_cls(base), "BUILDER_CONFIGS", [])]
+        known_configs = f" (its configs: {', '.join(configs[:12])})" if configs else ""
+        raise UserError(f"{PREFIX}{name}: {reason}{known_configs}") from None
+
+
+def _load(spec: TfdsSpec, **kwargs: Any) -> Any:
+    """`tfds.load` of the spec, with a bad split said in one line."""
+    tfds = _tfds()
+    try:
+        return tfds.load(spec.name, split=spec.split, **kwargs)
+    except ValueError as error:
+        if "split" not in str(error).lower():
+            raise
+        first = str(error).strip().splitlines()[0]
+        raise UserError(f"{spec}: {first}") from None
+
+
+def class_label_names(builder: Any, spec: TfdsSpec) -> list[str]:
+    """The class names of a supervised image dataset's label (`supervised_keys[1]`)."""
+    keys = builder.info.supervised_keys
+    if not keys or len(keys) != 2:
+        raise UserError(f"{spec} has no (image, label) pairs: TFDS lists no supervised keys "
+                        "for it")
+    label = builder.info.features[keys[1]]
+    names = getattr(label, "names", None)
+    if not names:
+        raise UserError(f"{spec}: its label {keys[1]!r} is not a class label "
+                        f"({type(label).__name__})")
+    return [str(n) for n in names]
+
+
+def tfds_image_dataset(
+    name: str,
+    split: str,
+    image_size,
+    batch_size: int,
+    shuffle: bool = True,
+    seed: int = 0,
+):
+    """Loads an image classification dataset from TensorFlow Datasets as uint8 RGB batches.
+
+    Needs `tensorflow_datasets` and, the first time, network access to download `name`.
+    Grayscale datasets are expanded to RGB, an alpha channel is dropped, and images are resized
+    bilinearly (antialiased) to `image_size` when their size differs.
+
+    Args:
+        name: TFDS name, e.g. `"cifar10"`.
+        split: TFDS split, e.g. `"train[:45000]"`.
+        image_size: `(height, width)` (or one int).
+        batch_size: images per batch.
+        shuffle: shuffle files and examples (seeded by `seed`).
+        seed: shuffle seed.
+
+    Returns:
+        A `tf.data.Dataset` of `(images uint8 (batch, height, width, 3), labels int32)`.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise UserError(f"name must be a TFDS dataset name such as 'cifar10'; got {name!r}")
+    if not isinstance(split, str) or not split.strip():
+        raise UserError(f"split must be a TFDS split such as 'train'; got {split!r}")
+    height, width = image_size_pair(image_size)
+    batch_size = positive_int(batch_size, "batch_size")
+    tfds = _tfds()
+    import tensorflow as tf
+
+    read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle else None
+    dataset = _load(TfdsSpec(name, split), as_supervised=True, shuffle_files=shuffle,
+                    read_config=read_config)
+
+    def to_rgb(image, label):
+        image = tf.convert_to_tensor(image)
+        channels = image.shape[-1]
+        if channels == 1:
+            image = tf.image.grayscale_to_rgb(image)
+        elif channels == 4:
+            image = image[..., :3]
+        elif channels != 3:
+            raise UserError(
+                f"TFDS dataset {name!r} has images with {channels} channels; expected 1, 3 or 4"
+            )
+        if image.dtype != tf.uint8:
+            image = tf.image.convert_image_dtype(image, tf.uint8, saturate=True)
+
+        def resize():
+            resized = tf.image.resize(image, (height, width), "bilinear", antialias=True)
+            return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+
+        same_size = tf.reduce_all(tf.shape(image)[:2] == (height, width))
+        image = tf.cond(same_size, lambda: image, resize)
+        return tf.ensure_shape(image, (height, width, 3)), tf.cast(label, tf.int32)
+
+    if shuffle:
+        dataset = dataset.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def tfds_image_arrays(
+    spec: str | TfdsSpec, image_size, limit_per_class: int | None = None, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A TFDS image classification split in memory, as the recipes hold a class folder.
+
+    Args:
+        spec: `tfds:NAME[:SPLIT]` (split `train` when absent) or a parsed `TfdsSpec`.
+        image_size: `(height, width)` (or one int) every image is resized to.
+        limit_per_class: keep a random subset of at most this many images per class.
+        seed: seed of that subset.
+
+    Returns:
+        `(images, labels, class_names)`: uint8 `(N, height, width, 3)` in the split's stored
+        order, int32 `(N,)`, and the label's class names.
+
+    Raises:
+        UserError: an unknown dataset or split, a dataset without class labels, or an empty
+            split.
+    """
+    from .image_data import rows_per_class  # image_data loads nothing heavy
+
+    spec = parse_tfds_spec(spec) if isinstance(spec, str) else spec
+    limit_per_class = positive_int(limit_per_class, "limit_per_class", optional=True)
+    names = class_label_names(tfds_builder(spec.name), spec)
+    batches = tfds_image_dataset(spec.name, spec.split, image_size, batch_size=512,
+                                 shuffle=False).as_numpy_iterator()
+    images, labels = [], []
+    for image_batch, label_batch in batches:
+        images.append(image_batch)
+        labels.append(label_batch)
+    if not images:
+        raise UserError(f"{spec} holds no images")
+    images_array, labels_array = np.concatenate(images), np.concatenate(labels)
+    if limit_per_class is not None:
+        rows = rows_per_class(labels_array, len(names), limit_per_class, seed)
+        images_array, labels_array = images_array[rows], labels_array[rows]
+    return images_array, labels_array.astype("int32"), names
+
+
+def tfds_translation_pairs(
+    spec: str | TfdsSpec, source_lang: str, target_lang: str
+) -> list[tuple[str, str]]:
+    """The sentence pairs of a TFDS translation split, in the direction asked.
+
+    Args:
+        spec: `tfds:NAME[:SPLIT]` (split `train` when absent) or a parsed `TfdsSpec`, e.g.
+            `tfds:ted_hrlr_translate/pt_to_en:validation`.
+        source_lang, target_lang: two of the dataset's languages (its feature names, e.g.
+            `pt` and `en`); either direction.
+
+    Returns:
+        `[(source, target), ...]` as stripped strings, in the split's stored order.
+
+    Raises:
+        UserError: an unknown dataset or split, or languages the dataset does not hold.
+    """
+    spec = parse_tfds_spec(spec) if isinstance(spec, str) else spec
+    tfds_builder(spec.name)  # an unknown name in one line, before any download
+    dataset = _load(spec, shuffle_files=False)
+    languages = sorted(getattr(dataset, "element_spec", {}) or {})
+    if source_lang not in languages or target_lang not in languages or (
+            source_lang == target_lang):
+        raise UserError(f"{spec} holds the languages {', '.join(languages) or 'none'}; "
+                        f"--source-lang {source_lang} --target-lang {target_lang} must be two "
+                        "of them")
+    return [(example[source_lang].decode("utf-8").strip(),
+             example[target_lang].decode("utf-8").strip())
+            for example in dataset.as_numpy_iterator()]
