@@ -18,6 +18,7 @@ import numpy as np
 from zoo.layers.validation import image_size_pair, positive_int
 from .errors import UserError
 from .image_files import load_image, scan_image_folder
+from .progress import Step
 
 
 def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,
@@ -40,6 +41,7 @@ def load_image_folder_numpy(
     limit_per_class: int | None = None,
     seed: int = 0,
     num_threads: int | None = None,
+    progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Decodes a class-folder dataset into memory with PIL: the input path for JAX.
 
@@ -54,6 +56,7 @@ def load_image_folder_numpy(
         seed: seed of the subset choice when `limit_per_class` is set.
         num_threads: decoding threads (PIL releases the GIL while decoding); `None` uses up to
             8, limited by the CPU count.
+        progress: say the decoding on stderr as it goes (`zoo.training.progress.Step`).
 
     Returns:
         `(images, labels, class_names)`: uint8 `(N, height, width, 3)`, int32 `(N,)` and the
@@ -72,8 +75,15 @@ def load_image_folder_numpy(
         labels = labels[keep]
     if num_threads is None:
         num_threads = max(1, min(8, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=num_threads) as pool:
-        decoded = list(pool.map(lambda p: load_image(p, size), paths, chunksize=64))
+    step = Step(f"decoding {len(paths):,} images from {directory}", total=len(paths),
+                enabled=progress)
+    with ThreadPoolExecutor(max_workers=num_threads) as pool, step:
+        def decode(path):
+            image = load_image(path, size)
+            step.advance()
+            return image
+
+        decoded = list(pool.map(decode, paths, chunksize=64))
     if size is None:
         first = decoded[0].shape
         for path, array in zip(paths, decoded):

@@ -123,7 +123,9 @@ def run_rounds(jobs: Sequence[Job], rounds: int,
         raise ValueError(f"rounds must be at least 1; got {rounds!r}")
     best: dict[tuple, dict] = {}
     for round_index in range(rounds):
-        for job in jobs:
+        for job_index, job in enumerate(jobs):
+            say(f"round {round_index + 1}/{rounds}, job {job_index + 1}/{len(jobs)}: "
+                f"{job.label} ...")
             started = time.perf_counter()
             job_results = runner(job)
             wall = round(time.perf_counter() - started, 1)

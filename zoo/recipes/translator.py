@@ -28,6 +28,7 @@ from zoo.training.checkpointing import WEIGHTS_FILE
 from zoo.training.file_store import write_atomically
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.optimizers import transformer_adam
+from zoo.training.progress import Step
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
@@ -114,7 +115,9 @@ def _tokenizer(recipe: TranslatorRecipe, train: list,
     if path.exists():  # a resumed run must keep its vocabulary
         return load_tokenizer(path)
     texts = [side for pair in train for side in pair]
-    tokenizer = SubwordTokenizer.train(texts, vocabulary_size=recipe.vocabulary_size)
+    with Step(f"training a {recipe.vocabulary_size:,}-piece tokenizer on {len(texts):,} "
+              "sentences"):
+        tokenizer = SubwordTokenizer.train(texts, vocabulary_size=recipe.vocabulary_size)
     write_atomically(path, tokenizer.save)  # a kill mid-write must not spoil the resume
     return tokenizer
 
@@ -186,8 +189,10 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
     bleu = TranslationMetricsCallback(translate, sources, references,
                                       every=recipe.evaluate_every)
     # The last epochs stay on disk, for checkpoint averaging.
+    # The batches shuffle themselves every epoch (Keras would warn that it cannot).
     history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch,
-                                     callbacks=[bleu], keep=max(5, recipe.average_last))
+                                     callbacks=[bleu], keep=max(5, recipe.average_last),
+                                     shuffle=False)
 
     if bleu.history and bleu.history[-1]["epoch"] == recipe.epochs:
         final = {"bleu": bleu.history[-1]["bleu"], "chrf": bleu.history[-1]["chrf"]}
@@ -239,7 +244,10 @@ def evaluate_translator(model: Translator, sources: list[str], references: list[
     if len(sources) != len(references):
         raise UserError(f"{len(sources)} sources but {len(references)} references; they "
                         f"must align")
-    hypotheses = model.translate(sources, beam_size=beam_size, alpha=alpha)
+    with Step(f"translating {len(sources):,} sentences (beam {beam_size})",
+              total=len(sources)) as step:
+        hypotheses = model.translate(sources, beam_size=beam_size, alpha=alpha,
+                                     progress=step.advance)
     scores = corpus_scores(hypotheses, references)
     scores["sentences"] = len(sources)
     return scores

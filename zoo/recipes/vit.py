@@ -46,6 +46,7 @@ from zoo.training.tfds_data import (
     tfds_image_arrays,
 )
 from zoo.training.optimizers import adamw_no_decay_on_norms
+from zoo.training.progress import Step
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
@@ -78,8 +79,9 @@ def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
         raise UserError("no training data: give --data DIR (one folder per class), a "
                         ".tar.gz of such a folder, or tfds:NAME[:SPLIT]")
     if is_tfds_spec(recipe.data):
-        return tfds_image_arrays(recipe.data, recipe.image_size,
-                                 limit_per_class=recipe.limit_per_class, seed=recipe.seed)
+        with Step(f"reading {recipe.data} (TFDS downloads it the first time)"):
+            return tfds_image_arrays(recipe.data, recipe.image_size,
+                                     limit_per_class=recipe.limit_per_class, seed=recipe.seed)
     folder = Path(recipe.data)
     if folder.is_dir() and is_idx_folder(folder):
         images, labels = load_idx_split(folder, "train", image_size=recipe.image_size)
@@ -91,8 +93,16 @@ def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
         return images, labels, names
     if folder.name.endswith(ARCHIVE_SUFFIXES):
         folder = extracted_class_folder(folder, Path(recipe.output) / "data")
+    _require_two_classes(scan_image_folder(folder)[2], recipe.data)  # before decoding
     return load_image_folder_numpy(folder, image_size=recipe.image_size,
-                                   limit_per_class=recipe.limit_per_class, seed=recipe.seed)
+                                   limit_per_class=recipe.limit_per_class, seed=recipe.seed,
+                                   progress=True)
+
+
+def _require_two_classes(class_names: list[str], data: str | None) -> None:
+    if len(class_names) < 2:  # a classifier of one class scores 100% and learns nothing
+        raise UserError(f"--data {data} holds {len(class_names)} class "
+                        f"({', '.join(class_names)}); a classifier needs at least two")
 
 
 def extracted_class_folder(archive: str | os.PathLike, data: str | os.PathLike) -> Path:
@@ -110,7 +120,8 @@ def extracted_class_folder(archive: str | os.PathLike, data: str | os.PathLike) 
     """
     archive = Path(archive)
     try:
-        tree = Path(extract_archive(archive, data))
+        with Step(f"extracting {archive.name}"):
+            tree = Path(extract_archive(archive, data))
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:
         raise UserError(f"cannot read archive {archive}: it is truncated or damaged "
                         f"({error})") from error
@@ -229,9 +240,7 @@ def train_vit(recipe: ViTRecipe) -> dict:
     check_recipe(recipe)
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     images, labels, class_names = load_images(recipe)
-    if len(class_names) < 2:  # a classifier of one class scores 100% and learns nothing
-        raise UserError(f"--data {recipe.data} holds {len(class_names)} class "
-                        f"({', '.join(class_names)}); a classifier needs at least two")
+    _require_two_classes(class_names, recipe.data)
     # Stratified: the same number of validation images from every class.
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
                                                     seed=recipe.seed, labels=labels)
@@ -286,17 +295,20 @@ def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str
     optionally draws the confusion matrix."""
     names = list(model.class_names or [])
     if is_tfds_spec(data):
-        images, labels, data_classes = tfds_image_arrays(
-            parse_tfds_spec(data, default_split="test"), model.image_size,
-            limit_per_class=limit_per_class)
+        spec = parse_tfds_spec(data, default_split="test")
+        with Step(f"reading {spec}"):
+            images, labels, data_classes = tfds_image_arrays(
+                spec, model.image_size, limit_per_class=limit_per_class)
         _check_known_classes(data_classes, names, data)
     else:
         _, _, data_classes = scan_image_folder(data)
         _check_known_classes(data_classes, names, data)  # before decoding anything
         images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
-                                                    limit_per_class=limit_per_class)
+                                                    limit_per_class=limit_per_class,
+                                                    progress=True)
     labels = np.array([names.index(data_classes[i]) for i in labels], "int32")
-    scores = evaluate_arrays(model, images, labels)
+    with Step(f"classifying {len(labels):,} images"):
+        scores = evaluate_arrays(model, images, labels)
     if confusion_matrix_path:
         from zoo.recipes.plots import plot_confusion_matrix
 

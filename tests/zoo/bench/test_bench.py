@@ -80,7 +80,8 @@ def test_a_job_that_never_measures_says_why_and_has_no_rate():
                                lambda job: [{"error": "exit status 1: no torch"}],
                                say=lines.append)
     assert results[0]["rate"] is None and results[0]["error"] == "exit status 1: no torch"
-    assert lines[0] == "failed timm (torch) vit-tiny-infer: exit status 1: no torch"
+    assert lines[:2] == ["round 1/2, job 1/1: timm (torch) vit-tiny-infer ...",
+                         "failed timm (torch) vit-tiny-infer: exit status 1: no torch"]
     assert "| failed |" in report.format_table(results)
 
 

@@ -65,8 +65,11 @@ def test_evaluate_prints_bleu_and_chrf(model_repository, shared_data, tmp_path, 
     hypotheses = model.translate(sources, beam_size=1)
     bleu = sacrebleu.corpus_bleu(hypotheses, [references]).score
     chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
-    out = capsys.readouterr().out
-    assert out.startswith(f"BLEU {bleu:.2f}\tchrF {chrf:.2f}\tsentences 20")
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"BLEU {bleu:.2f}\tchrF {chrf:.2f}\tsentences 20")
+    # The translating is said on stderr, a line as it starts and one as it ends (a log).
+    assert "zoo: translating 20 sentences (beam 1) ...\n" in captured.err
+    assert "zoo: translating 20 sentences (beam 1): done in " in captured.err
 
 
 def test_unknown_model_lists_the_shipped_names(model_repository, capsys):

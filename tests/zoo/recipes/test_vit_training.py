@@ -58,6 +58,9 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
             "--validation-size", "20", "--architecture", micro_preset, "--batch-size", "20",
             "--output", str(out), "--warmup-epochs", "1", "--no-rand-augment"]
     assert main(args + ["--epochs", "1"]) == 0
+    said = capsys.readouterr().err  # each long step, a line as it starts and as it ends
+    assert f"zoo: extracting {cifar_archive.name}: done in " in said
+    assert "zoo: decoding 60 images from " in said
     assert main(args + ["--epochs", "2", "--force"]) == 0  # the same run, continued
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["epochs_this_run"] == 1

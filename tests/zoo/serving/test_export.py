@@ -479,3 +479,24 @@ def test_stale_temporaries_of_killed_exports_are_removed_and_live_ones_kept(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [live.name, version.name, unnamed.name])
     assert remove_stale_temporaries(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_export_says_what_it_does_only_when_asked(small_tokenizer, tmp_path, monkeypatch,
+                                                  capsys, progress):
+    """`zoo export` passes progress=True: a line as the minute of tracing starts and one as it
+    ends; a Python caller who did not ask hears nothing."""
+    import zoo.serving.export as export
+
+    written = []
+    monkeypatch.setattr(export, "_write_version", lambda *args: written.append(args[1]))
+    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
+                                         intermediate_dim=64, num_heads=4)
+    target = export_model(model, tmp_path, version=2, name="tiny", progress=progress)
+    assert written == [target] == [tmp_path / "tiny" / "2"]
+    lines = capsys.readouterr().err.splitlines()
+    if progress:
+        assert lines[0] == f"zoo: exporting tiny to {target} ..."
+        assert lines[1].startswith(f"zoo: exporting tiny to {target}: done in ")
+    else:
+        assert lines == []

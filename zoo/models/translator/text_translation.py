@@ -9,7 +9,7 @@ aligning a sentence pair by cross-attention, and saving the tokenizer inside the
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from keras import ops
@@ -50,7 +50,8 @@ class TextTranslation:
 
     def translate(self, texts: Sequence[str] | str, beam_size: int = 4,
                   max_length: int | None = None, alpha: float = 0.6,
-                  batch_size: int = 64, return_scores: bool = False) -> Any:
+                  batch_size: int = 64, return_scores: bool = False,
+                  progress: Callable[[int], None] | None = None) -> Any:
         """Translates a list of sentences.
 
         Args:
@@ -62,6 +63,8 @@ class TextTranslation:
                 (the batches follow the source length), so that a batch pads little and its
                 searches end together.
             return_scores: also return each translation's score.
+            progress: called with the number of sentences each batch translated, as it
+                finishes (e.g. `zoo.training.progress.Step.advance`).
 
         Returns:
             `list[str]`, or `(list[str], list[float])` with `return_scores`. Empty or blank
@@ -90,6 +93,8 @@ class TextTranslation:
                 tokens, chunk_scores = tokens[:, 0], chunk_scores[:, 0]
             for i, text, score in zip(chunk, tokenizer.decode(tokens), chunk_scores):
                 outputs[i], scores[i] = text, float(score)
+            if progress is not None:
+                progress(len(chunk))
         return (outputs, scores) if return_scores else outputs
 
     def cross_attention(self, text: str, translation: str | None = None,
