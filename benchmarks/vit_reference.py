@@ -266,8 +266,37 @@ def build_zoo_vit(args, num_classes: int):
     overrides = {"dropout": args.dropout, "hidden_dim": args.width, "num_layers": args.depth,
                  "num_heads": args.heads, "intermediate_dim": args.mlp,
                  "patch_size": args.patch, "query_key_norm": args.query_key_norm}
-    return VisionTransformer.from_architecture(args.architecture, num_classes=num_classes,
-                                               **overrides)
+    model = VisionTransformer.from_architecture(args.architecture, num_classes=num_classes,
+                                                **overrides)
+    if args.init == "torch":
+        model(np.zeros((1, 32, 32, 3), "uint8"))
+        reinit_like_torch(model, args.init_scope, args.seed)
+    return model
+
+
+def reinit_like_torch(model, scope: str, seed: int) -> None:
+    """Redraws a built zoo `VisionTransformer`'s weights as PyTorch's defaults, in `scope`:
+    every kernel and its bias U(+-1/sqrt(fan_in)), where fan_in is the inputs one output
+    unit sees (the query/key/value kernels `(width, heads, head)`: width; the attention output
+    `(heads, head, width)`: heads x head; a Dense `(in, out)`: in); the position table and class
+    token N(0, 1). Norms keep ones and zeros. `scope`: "all", "blocks" (the encoder blocks'
+    kernels and biases only) or "head" (the classifier only)."""
+    rng = np.random.default_rng(seed)
+    kernels = {v.path.rsplit("/", 1)[0]: v for v in model.weights if v.path.endswith("/kernel")}
+    for variable in model.weights:
+        path, shape = variable.path, tuple(variable.shape)
+        in_blocks, in_head = "/encoder_block_" in path, "/head/" in path
+        if scope == "blocks" and not in_blocks or scope == "head" and not in_head:
+            continue
+        layer, name = path.rsplit("/", 1)
+        if name in ("kernel", "bias") and layer in kernels:
+            kernel = tuple(kernels[layer].shape)
+            per_head_output = len(kernel) == 3 and not layer.endswith("attention_output")
+            fan_in = kernel[0] if per_head_output else int(np.prod(kernel[:-1]))
+            bound = 1.0 / math.sqrt(fan_in)
+            variable.assign(rng.uniform(-bound, bound, shape).astype("float32"))
+        elif name in ("class_token", "position_embeddings"):
+            variable.assign(rng.normal(0.0, 1.0, shape).astype("float32"))
 
 
 def zoo_attention_logits(model, images):
@@ -393,6 +422,9 @@ def main() -> None:
     parser.add_argument("--mlp", type=int, default=384)
     parser.add_argument("--patch", type=int, default=4)
     parser.add_argument("--init", choices=["glorot", "torch"], default="glorot")
+    parser.add_argument("--init-scope", choices=["all", "blocks", "head"], default="all",
+                        help="--model zoo --init torch: redraw all weights, the encoder "
+                             "blocks' only, or the head's only")
     parser.add_argument("--embed-init", choices=["auto", "conv-glorot", "lecun", "torch"],
                         default="auto",
                         help="the patch projection's kernel alone: the zoo's Conv2D Glorot "
