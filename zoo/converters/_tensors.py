@@ -11,13 +11,14 @@ differ.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from zoo.converters._safetensors_file import read_safetensors
 from zoo.errors import UserError
+from zoo.training.json_files import read_json_file
 
 SAFETENSORS_NAMES = ("model.safetensors",)
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -37,12 +38,6 @@ def as_numpy(value: Any) -> np.ndarray:
     return array
 
 
-def _load_safetensors(path: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
-
-    return load_file(path)
-
-
 def load_tensors(source: Any) -> dict[str, np.ndarray]:
     """The named tensors of a checkpoint as NumPy arrays.
 
@@ -53,8 +48,9 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
 
     Raises:
         ValueError: for a pickled PyTorch file (`.bin`, `.pt`, `.pth`; load it with
-            `torch.load(..., weights_only=True)` and pass the dict) or a path with no
-            safetensors file.
+            `torch.load(..., weights_only=True)` and pass the dict), a path with no
+            safetensors file, or a damaged one (truncated, not safetensors, a bad header:
+            `zoo.converters._safetensors_file.read_safetensors`).
     """
     if isinstance(source, Mapping):
         return {str(name): as_numpy(value) for name, value in source.items()}
@@ -64,15 +60,13 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
     if os.path.isdir(path):
         index = os.path.join(path, SAFETENSORS_INDEX)
         if os.path.exists(index):
-            with open(index, encoding="utf-8") as f:
-                shards = sorted(set(json.load(f)["weight_map"].values()))
             tensors: dict[str, np.ndarray] = {}
-            for shard in shards:
-                tensors.update(_load_safetensors(os.path.join(path, shard)))
+            for shard in _shards(index):
+                tensors.update(read_safetensors(os.path.join(path, shard)))
             return tensors
         for name in SAFETENSORS_NAMES:
             if os.path.exists(os.path.join(path, name)):
-                return _load_safetensors(os.path.join(path, name))
+                return read_safetensors(os.path.join(path, name))
         raise UserError(f"{path} holds no model.safetensors (or {SAFETENSORS_INDEX})")
     if path.endswith((".bin", ".pt", ".pth", ".ckpt")):
         raise UserError(
@@ -81,30 +75,26 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
             "use the checkpoint's .safetensors file")
     if not os.path.exists(path):
         raise UserError(f"no such checkpoint file or directory: {path}")
-    return _load_safetensors(path)
+    return read_safetensors(path)
 
 
-def load_config(config: Any, source: Any) -> Any:
-    """`config` as given, or the `config.json` beside a checkpoint path when it is None."""
-    if config is not None:
-        return config
-    if isinstance(source, (str, os.PathLike)):
-        folder = os.fspath(source)
-        if not os.path.isdir(folder):
-            folder = os.path.dirname(folder)
-        path = os.path.join(folder, "config.json")
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)
-    raise UserError("pass the checkpoint's config (a transformers config, or the dict of its "
-                    "config.json); none was found beside the checkpoint")
+def _shards(index: str) -> list[str]:
+    """The shard files `model.safetensors.index.json` names: plain file names in its folder.
 
-
-def config_value(config: Any, key: str, default: Any = None) -> Any:
-    """`config[key]` for a dict (a parsed config.json), `config.key` for a config object."""
-    if isinstance(config, Mapping):
-        return config.get(key, default)
-    return getattr(config, key, default)
+    Raises:
+        UserError: the index is not JSON, has no `weight_map` of names to files, or names a
+            file elsewhere (a path); the message names the index.
+    """
+    weight_map = read_json_file(index, expect=dict).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) for v in weight_map.values()):
+        raise UserError(f"{index} has no weight_map of tensor names to shard files")
+    shards = sorted(set(weight_map.values()))
+    for shard in shards:
+        if os.path.basename(shard) != shard or shard in ("", ".", ".."):
+            raise UserError(f"{index} names the shard {shard!r}, which is not a file name in "
+                            "its folder")
+    return shards
 
 
 class Checkpoint:
@@ -216,7 +206,7 @@ def set_attention(attention: Any, projections: Mapping[str, tuple[np.ndarray, An
 def keras_activation(name: str, what: str) -> str:
     """The Keras activation of a Hugging Face `hidden_act` / `activation_function`."""
     known = {"gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
-    if name not in known:
+    if not isinstance(name, str) or name not in known:
         raise UserError(f"{what} activation {name!r} is not supported; supported are "
                         f"{sorted(known)}")
     return known[name]

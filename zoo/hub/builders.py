@@ -7,20 +7,23 @@ the sentence encoder its WordPiece vocabulary.
 
 Weights are read from `model.safetensors` (or its shards); a folder with only
 `pytorch_model.bin` is read with `torch.load(..., weights_only=True)`, which runs no pickled
-code, when PyTorch is installed.
+code, when PyTorch is installed (`zoo.hub.pickled_weights`). Every JSON file is read with the
+size limit of `zoo.training.json_files`; a damaged one is one line naming it.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from zoo.converters._config import ConfigFile, config_float
 from zoo.converters._tensors import SAFETENSORS_INDEX, load_tensors
 from zoo.errors import UserError
+from zoo.hub.pickled_weights import read_pytorch_bin
+from zoo.training.json_files import read_json_file
 
 # Hugging Face's ViTImageProcessor defaults (and timm's for the original ViTs).
 _HALF = (0.5, 0.5, 0.5)
@@ -37,36 +40,36 @@ def checkpoint_tensors(folder: Path) -> Any:
     Raises:
         FileNotFoundError: no weights in the folder.
         ModuleNotFoundError: only a `.bin` file and no PyTorch.
+        UserError: a `.bin` file that is not a PyTorch checkpoint or holds Python objects
+            (`zoo.hub.pickled_weights.read_pytorch_bin`).
     """
-    if (folder / "model.safetensors").is_file() or (folder / SAFETENSORS_INDEX).is_file():
+    if (folder / "model.safetensors").exists() or (folder / SAFETENSORS_INDEX).exists():
         return folder
     pickled = folder / "pytorch_model.bin"
-    if pickled.is_file():
-        try:
-            import torch
-        except ImportError:
-            raise ModuleNotFoundError(f"{folder} has only pytorch_model.bin, which needs "
-                                      "PyTorch to read (pip install torch)", name="torch"
-                                      ) from None
-        return load_tensors(torch.load(pickled, map_location="cpu", weights_only=True))
+    if pickled.exists():
+        return read_pytorch_bin(pickled)
     raise FileNotFoundError(f"no weights in {folder} (model.safetensors or pytorch_model.bin)")
 
 
-def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def _read_json(path: Path) -> ConfigFile:
+    """An optional JSON object of the folder (size-limited), empty when the file is absent."""
+    if not path.exists():
+        return ConfigFile({}, path)
+    return ConfigFile(read_json_file(path, expect=dict), path)
 
 
-def _channels(values: Any, what: str) -> np.ndarray:
-    array = np.asarray(values if isinstance(values, (list, tuple)) else [values] * 3,
-                       "float64").reshape(-1)
+def _channels(values: Any, what: str, where: str) -> np.ndarray:
+    try:
+        array = np.asarray(values if isinstance(values, (list, tuple)) else [values] * 3,
+                           "float64").reshape(-1)
+    except (TypeError, ValueError):
+        array = np.zeros(0)
     if array.size == 1:
         array = np.repeat(array, 3)
-    if array.size != 3 or (what == "std" and (array <= 0).any()):
-        raise UserError(f"the image normalisation {what} {values!r} is not 3 "
-                        "positive per-channel values")
+    if (array.size != 3 or not np.isfinite(array).all()
+            or (what == "std" and (array <= 0).any())):
+        raise UserError(f"{where}: the image normalisation {what} {values!r} is not 3 "
+                        f"{'positive ' if what == 'std' else ''}per-channel numbers")
     return array
 
 
@@ -82,9 +85,10 @@ def build_in_normalisation(model: Any, scale: np.ndarray, offset: np.ndarray) ->
 
 
 def _normalise(model_builder: Callable[..., Any], mean: Any, std: Any, rescale: float,
-               **kwargs: Any) -> Any:
-    """Builds a ViT that takes 0..255 images normalised as `(x * rescale - mean) / std`."""
-    mean, std = _channels(mean, "mean"), _channels(std, "std")
+               where: str, **kwargs: Any) -> Any:
+    """Builds a ViT that takes 0..255 images normalised as `(x * rescale - mean) / std`
+    (`where` names the file that gave them, for messages)."""
+    mean, std = _channels(mean, "mean", where), _channels(std, "std", where)
     if np.allclose(mean, _HALF) and np.allclose(std, _HALF) and np.isclose(rescale, 1 / 255):
         return model_builder(include_rescaling=True, **kwargs)
     model = model_builder(include_rescaling=False, **kwargs)
@@ -115,11 +119,11 @@ def _build_hf_image_classifier(folder: Path, config: Mapping[str, Any], name: st
     normalise = processor.get("do_normalize", True)
     mean = processor.get("image_mean", _HALF) if normalise else (0.0, 0.0, 0.0)
     std = processor.get("image_std", _HALF) if normalise else (1.0, 1.0, 1.0)
-    rescale = (float(processor.get("rescale_factor", 1 / 255))
+    rescale = (config_float(processor, "rescale_factor", 1 / 255)
                if processor.get("do_rescale", True) else 1.0)
     tensors = checkpoint_tensors(folder)
-    return _normalise(lambda **kw: converter(tensors, dict(config), **kw),
-                      mean, std, rescale, name=name)
+    return _normalise(lambda **kw: converter(tensors, config, **kw),
+                      mean, std, rescale, processor.path, name=name)
 
 
 def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
@@ -135,17 +139,34 @@ def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     if config.get("global_pool", "token") != "token":
         raise UserError(f"the timm model {architecture!r} pools with "
                         f"{config['global_pool']!r}; only class-token pooling is supported")
-    pretrained = dict(config.get("pretrained_cfg") or {})
-    labels = config.get("label_names") or pretrained.get("label_names")
-    num_classes = config.get("num_classes")
-    class_names: Sequence[str] | None = None
-    if labels and (num_classes is None or len(labels) == int(num_classes)):
-        class_names = [str(label) for label in labels]
-    tensors = checkpoint_tensors(folder)
+    pretrained = config.get("pretrained_cfg") or {}
+    if not isinstance(pretrained, dict):
+        raise UserError(f"{folder / 'config.json'}: pretrained_cfg is not a JSON object")
+    tensors = load_tensors(checkpoint_tensors(folder))
+    head = tensors.get("head.weight")
     return _normalise(
         lambda **kw: vit_from_timm(tensors, _TIMM_HEADS[size.group(1)], **kw),
         pretrained.get("mean", _IMAGENET_MEAN), pretrained.get("std", _IMAGENET_STD),
-        1 / 255, class_names=class_names, name=name)
+        1 / 255, str(folder / "config.json"), name=name,
+        class_names=None if head is None or head.ndim != 2 else _timm_class_names(
+            config.get("label_names") or pretrained.get("label_names"), head.shape[0],
+            folder / "config.json"))
+
+
+def _timm_class_names(labels: Any, num_classes: int, where: Path) -> list[str] | None:
+    """timm's `label_names` when there is one per output of the head; else None (classes
+    named class_N) with a warning that names the labels dropped."""
+    from zoo.converters.hf_vit import warn_labels_dropped
+
+    if not labels:
+        return None
+    if not isinstance(labels, (list, tuple)):
+        labels = [labels]
+    if len(labels) == num_classes:
+        return [str(label) for label in labels]
+    warn_labels_dropped(f"{where}'s label_names", {i: str(v) for i, v in enumerate(labels)},
+                        num_classes)
+    return None
 
 
 def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
@@ -155,13 +176,13 @@ def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
 
     tokenizer = MarianTokenizer.from_folder(folder)
     pad, eos = config.get("pad_token_id"), config.get("eos_token_id")
-    if pad is not None and int(pad) != tokenizer.pad_id:
+    if pad is not None and pad != tokenizer.pad_id:
         raise UserError(f"config.json's pad_token_id {pad} is not vocab.json's pad id "
                         f"{tokenizer.pad_id}")
-    if eos is not None and not isinstance(eos, list) and int(eos) != tokenizer.end_id:
+    if eos is not None and not isinstance(eos, list) and eos != tokenizer.end_id:
         raise UserError(f"config.json's eos_token_id {eos} is not vocab.json's end id "
                         f"{tokenizer.end_id}")
-    return translator_from_marian(checkpoint_tensors(folder), dict(config),
+    return translator_from_marian(checkpoint_tensors(folder), config,
                                   tokenizer=tokenizer, name=name)
 
 

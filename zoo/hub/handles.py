@@ -170,7 +170,10 @@ def resolve_handle(handle: str, refresh: bool = False) -> Path:
     Raises:
         ValueError: a malformed handle, a repository or revision the hub does not have, an
             unsupported architecture, or a checkpoint that does not convert (a missing or
-            misshapen tensor); one line naming the handle.
+            misshapen tensor; a damaged, foreign or oversized file: a truncated
+            safetensors file, a config.json that is not JSON or has a value out of range, a
+            pytorch_model.bin holding Python objects); one line naming the handle and the
+            file.
         FileNotFoundError: nothing cached and the hub unreachable (offline mode or no
             network), or a folder without the files its architecture needs.
         ModuleNotFoundError: `huggingface_hub` is not installed (or PyTorch, for a
@@ -205,7 +208,8 @@ def _read_ref(repo: str, revision: str) -> str | None:
                 Path(_hf_cache_dir()) / f"models--{repo.replace('/', '--')}" / "refs"
                 / revision):
         try:
-            commit = ref.read_text().strip()
+            with open(ref, "rb") as file:  # 40 hex digits: a longer file is not a ref
+                commit = file.read(128).decode("utf-8", "replace").strip()
         except OSError:
             continue
         if _COMMIT.fullmatch(commit):
@@ -292,7 +296,8 @@ def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = N
             return "timm-vit"
         raise UserError(f"the timm architecture {name!r} is not supported; supported are "
                         f"{SUPPORTED_DESCRIPTION}")
-    names = list(config.get("architectures") or [])
+    names = config.get("architectures") or []
+    names = [str(name) for name in (names if isinstance(names, list) else [names])]
     model_type = config.get("model_type")
     for name in names:
         if name in SUPPORTED_ARCHITECTURES:
@@ -323,16 +328,13 @@ def convert_folder(folder: str | os.PathLike, name: str | None = None) -> keras.
 
 def _convert(folder: Path, where: str, name: str) -> keras.Model:
     """The zoo model of a snapshot folder; every failure is one line naming `where`."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{where}: the checkpoint has no config.json") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{where}: config.json is not valid JSON ({error})") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{where}: config.json does not hold an object")
+    from zoo.converters._config import read_config_file
+
     name = re.sub(r"\W", "_", name)
     try:
+        if not (folder / "config.json").exists():
+            raise FileNotFoundError("the checkpoint has no config.json")
+        config = read_config_file(folder / "config.json")
         kind = architecture(config, folder)
         from zoo.hub.builders import BUILDERS
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import sentencepiece
 
 from zoo.errors import UserError
+from zoo.training.json_files import read_json_file
 from zoo.text.base import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
 _MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -112,12 +113,15 @@ class MarianTokenizer(Tokenizer):
         """
         folder = Path(folder)
         for name in _MARIAN_FILES:
-            if not (folder / name).is_file():
+            if not (folder / name).exists():
                 raise FileNotFoundError(f"the Marian tokenizer needs {name}; there is none "
                                         f"in {str(folder)!r}")
+            if name.endswith(".spm") and not (folder / name).is_file():
+                raise UserError(f"{folder / name} is not a regular file, so not a "
+                                "SentencePiece model")
         settings: dict = {}
         for name in ("special_tokens_map.json", "tokenizer_config.json"):
-            if (folder / name).is_file():
+            if (folder / name).exists():
                 settings.update(_read_json(folder / name))
         if settings.get("separate_vocabs") or (folder / "target_vocab.json").is_file():
             raise UserError(f"{str(folder)!r} has separate source and target vocabularies; "
@@ -222,11 +226,9 @@ class MarianTokenizer(Tokenizer):
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except json.JSONDecodeError as error:
-        raise UserError(f"{str(path)!r} is not valid JSON: {error}") from None
+    """A JSON object of OPUS-MT's folder (`vocab.json`, `tokenizer_config.json`, ...), read
+    with the size limit of `zoo.training.json_files`."""
+    return read_json_file(path, expect=dict)
 
 
 def _token_text(value: object, default: str) -> str:
