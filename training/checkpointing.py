@@ -15,6 +15,9 @@ Each checkpoint is a folder `epoch-NNNN/` holding
 - `optimizer.npz`: the optimizer's variables (step counter, moments, loss scale) in the order
   of `optimizer.variables`, restored explicitly so that resuming never depends on Keras
   matching optimizer variables by position inside the weights file;
+- `lora.npz`, for a model with Keras LoRA factors (`Dense.enable_lora`,
+  `EinsumDense.enable_lora`): each adapted layer's frozen kernel and its two factors, which
+  `save_weights` does not keep (it writes the kernel with the factors added, and no factors);
 - `state.json`: the number of completed epochs and that epoch's logs.
 
 A checkpoint folder is written under a temporary name and renamed when complete, so a crash
@@ -41,6 +44,7 @@ from .file_store import fsync
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
 STATE_FILE = "state.json"
+LORA_FILE = "lora.npz"
 _CHECKPOINT_NAME = re.compile(r"^epoch-(\d+)$")
 
 
@@ -68,6 +72,35 @@ def _plain(value: Any) -> Any:
         return float(np.asarray(value))
     except (TypeError, ValueError):
         return str(value)
+
+
+def lora_variables(model: keras.Model) -> list:
+    """The variables of Keras' LoRA that `model.save_weights` does not keep as they are:
+    for each layer with LoRA enabled, its frozen kernel (saved with the factors added) and its
+    factors `lora_kernel_a`, `lora_kernel_b` (not saved). Empty for a model without LoRA.
+
+    Args:
+        model: a built model.
+
+    Returns:
+        The variables, three per adapted layer.
+    """
+    by_path = {v.path: v for v in model.weights}
+    found = []
+    for variable in model.weights:
+        if variable.name == "lora_kernel_a":
+            layer = variable.path.rpartition("/")[0]
+            found += [by_path[f"{layer}/kernel"], variable, by_path[f"{layer}/lora_kernel_b"]]
+    return found
+
+
+def _save_arrays(path: Path, variables: list) -> None:
+    np.savez(path, **{f"v{i:05d}": np.asarray(v.numpy()) for i, v in enumerate(variables)})
+
+
+def _load_arrays(path: Path) -> list[np.ndarray]:
+    with np.load(path) as stored:
+        return [stored[key] for key in sorted(stored.files)]  # checks each member's CRC
 
 
 FINAL_FILES = ("model.keras", "metrics.json")
@@ -159,17 +192,18 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         self.model.save_weights(str(temporary / WEIGHTS_FILE))
         optimizer = self.model.optimizer
         variables = list(optimizer.variables) if optimizer is not None else []
-        np.savez(
-            temporary / OPTIMIZER_FILE,
-            **{f"v{i:05d}": np.asarray(v.numpy()) for i, v in enumerate(variables)},
-        )
+        _save_arrays(temporary / OPTIMIZER_FILE, variables)
+        lora = lora_variables(self.model)
+        if lora:
+            _save_arrays(temporary / LORA_FILE, lora)
         state = {
             "epoch": completed,
             "logs": {key: _plain(value) for key, value in (logs or {}).items()},
             "optimizer_variables": [v.path for v in variables],
+            "lora_variables": [v.path for v in lora],
         }
         (temporary / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-        for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE):
+        for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE) + ((LORA_FILE,) if lora else ()):
             fsync(temporary / name)
 
         if final.exists():  # left by an earlier run that started over in this folder
@@ -189,8 +223,9 @@ class ResumableCheckpoint(keras.callbacks.Callback):
             shutil.rmtree(path, ignore_errors=True)  # left by a killed run
 
 
-def _read_checkpoint(checkpoint: Path) -> tuple[dict, list[np.ndarray]]:
-    """The state and optimizer values of a checkpoint, after reading every byte of it.
+def _read_checkpoint(checkpoint: Path) -> tuple[dict, list[np.ndarray], list[np.ndarray]]:
+    """The state, optimizer values and LoRA values (`lora_variables`; none for a model
+    without LoRA) of a checkpoint, after reading every byte of it.
 
     Raises whatever reading a damaged file raises (OSError, ValueError, EOFError, KeyError,
     zipfile.BadZipFile, ...): the caller treats any of them as a corrupt checkpoint.
@@ -200,17 +235,41 @@ def _read_checkpoint(checkpoint: Path) -> tuple[dict, list[np.ndarray]]:
     state = json.loads((checkpoint / STATE_FILE).read_text())
     int(state["epoch"])
     names = list(state["optimizer_variables"])
-    with np.load(checkpoint / OPTIMIZER_FILE) as stored:
-        values = [stored[key] for key in sorted(stored.files)]  # checks each member's CRC
+    values = _load_arrays(checkpoint / OPTIMIZER_FILE)
     if len(names) != len(values):
         raise UserError(f"state.json names {len(names)} optimizer variables but "
                         f"{OPTIMIZER_FILE} holds {len(values)}")
+    lora_names = list(state.get("lora_variables", []))  # absent: written before LoRA
+    lora = _load_arrays(checkpoint / LORA_FILE) if lora_names else []
+    if len(lora_names) != len(lora):
+        raise UserError(f"state.json names {len(lora_names)} LoRA variables but "
+                        f"{LORA_FILE} holds {len(lora)}")
     with h5py.File(checkpoint / WEIGHTS_FILE, "r") as weights:
         def read(_: str, item: Any) -> None:
             if isinstance(item, h5py.Dataset):
                 item[()]
         weights.visititems(read)
-    return state, values
+    return state, values, lora
+
+
+def _check_lora(model: keras.Model, checkpoint: Path, names: list[str],
+                values: list[np.ndarray]) -> list:
+    """The model's LoRA variables, once they are known to fit the checkpoint's (as many, of
+    the same shapes, in order, as the optimizer's are matched); a one-line UserError
+    otherwise."""
+    variables = lora_variables(model)
+    if len(variables) != len(names):
+        have = f"{len(variables) // 3} layers with LoRA" if variables else "no LoRA"
+        held = f"LoRA factors of {len(names) // 3} layers" if names else "no LoRA factors"
+        raise UserError(f"the checkpoint {checkpoint} holds {held} but the model has {have}; "
+                        "resume with the LoRA settings the run started with")
+    for variable, value, path in zip(variables, values, names):
+        if tuple(variable.shape) != tuple(value.shape):
+            raise UserError(
+                f"the checkpoint {checkpoint} holds {path.split('/', 1)[-1]} of shape "
+                f"{tuple(value.shape)} but the model's has shape {tuple(variable.shape)}; "
+                "resume with the LoRA rank the run started with")
+    return variables
 
 
 def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
@@ -231,7 +290,8 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
 
     Raises:
         ValueError: If the model is not compiled, the checkpoint's optimizer state does not
-            fit the model's optimizer, or there are checkpoints but none is intact.
+            fit the model's optimizer, its LoRA factors (`lora_variables`) do not fit the
+            model's, or there are checkpoints but none is intact.
     """
     import sys
 
@@ -250,7 +310,7 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
     damaged = []
     for _, checkpoint in reversed(found):
         try:
-            state, values = _read_checkpoint(checkpoint)
+            state, values, lora = _read_checkpoint(checkpoint)
         except Exception as error:  # noqa: BLE001  any failure to read is damage on disk
             reason = f"{type(error).__name__}: {error}".splitlines()[0]
             damaged.append(f"{checkpoint.name} ({reason})")
@@ -264,7 +324,8 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
             f"no intact checkpoint in {directory}: {', '.join(damaged)}; move the folder "
             "away to start the run over")
 
-    # Check the optimizer state first, so that a mismatch leaves the model untouched.
+    # Check the LoRA and optimizer state first, so that a mismatch leaves the model untouched.
+    lora_targets = _check_lora(model, checkpoint, state.get("lora_variables", []), lora)
     variables = list(optimizer.variables)
     if len(values) != len(variables):
         raise UserError(
@@ -279,6 +340,7 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
             )
 
     model.load_weights(str(checkpoint / WEIGHTS_FILE))
-    for variable, value in zip(variables, values):
+    # After the weights file, which sets an adapted kernel to the sum and zeroes its factors.
+    for variable, value in zip(lora_targets + variables, lora + values):
         variable.assign(value)
     return int(state["epoch"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import time
 import warnings
@@ -80,15 +81,22 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
 
 def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callbacks.History,
                seconds: float, initial_epoch: int, validation: dict,
-               before: dict | None = None, **extra: Any) -> dict:
+               before: dict | None = None, final_model: keras.Model | None = None,
+               **extra: Any) -> dict:
     """Writes the final `model.keras` and `metrics.json` atomically and returns the metrics:
-    the recipe, backend, parameters, time and epochs of this run, the per-epoch history,
-    the final `validation` scores, the scores `before` fine-tuning (if any), and `extra`."""
-    write_atomically(out / "model.keras", model.save)
+    the recipe, backend, parameters (of the final model) and trainable parameters (of the
+    trained `model`), time and epochs of this run, the per-epoch history, the final
+    `validation` scores, the scores `before` fine-tuning (if any), and `extra`.
+
+    `final_model` is the model written to `model.keras` when it is not `model` itself (the
+    trained model with its LoRA factors merged into its kernels, say)."""
+    final_model = model if final_model is None else final_model
+    write_atomically(out / "model.keras", final_model.save)
     metrics = {
         "recipe": dataclasses.asdict(recipe),
         "backend": keras.backend.backend(),
-        "parameters": int(model.count_params()),
+        "parameters": int(final_model.count_params()),
+        "trainable_parameters": int(sum(math.prod(v.shape) for v in model.trainable_weights)),
         "train_seconds_this_run": round(seconds, 1),
         "epochs_this_run": recipe.epochs - initial_epoch,
         "history": {k: [float(v) for v in vals] for k, vals in history.history.items()},

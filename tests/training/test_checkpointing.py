@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import keras
@@ -335,3 +336,63 @@ def test_fit_resumably_writes_tensorboard_logs_only_where_tensorflow_is(tmp_path
     assert len(history.history["loss"]) == 2
     assert latest_checkpoint(tmp_path / "checkpoints") is not None
     assert (tmp_path / "logs").exists() == tensorflow_installed
+
+
+def _lora_model(lora: bool = True) -> keras.Model:
+    keras.utils.set_random_seed(4)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"),
+                              keras.layers.EinsumDense("ab,bc->ac", output_shape=2)])
+    if lora:
+        model.layers[0].enable_lora(2)
+        model.layers[1].enable_lora(1, lora_alpha=3.0)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    return model
+
+
+def test_a_checkpoint_keeps_the_lora_factors_and_the_frozen_kernels(tmp_path):
+    """Keras' `save_weights` writes an adapted kernel with its factors added and no factors,
+    and `load_weights` zeroes the factors: a resumed run would start from factors of zero
+    (where their gradients are zero too). The checkpoint restores them as they were."""
+    x, y = _data()
+    model = _lora_model()
+    frozen = [np.asarray(layer.weights[0].numpy()) for layer in model.layers]  # the kernels
+    model.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[ResumableCheckpoint(tmp_path)])
+    assert all(np.abs(np.asarray(layer.lora_kernel_b.numpy())).max() > 0
+               for layer in model.layers)
+
+    keras_only = _lora_model()
+    with warnings.catch_warnings():  # its optimizer is not built: Keras skips that state
+        warnings.simplefilter("ignore")
+        keras_only.load_weights(tmp_path / "epoch-0002" / "model.weights.h5")
+    assert not np.asarray(keras_only.layers[0].lora_kernel_b.numpy()).any()
+
+    fresh = _lora_model()
+    assert restore_latest(fresh, tmp_path) == 2
+    for got, want in zip(fresh.weights, model.weights):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
+    for layer, kernel in zip(fresh.layers, frozen):  # the frozen kernels, bit for bit
+        np.testing.assert_array_equal(np.asarray(layer.weights[0].numpy()), kernel)
+    for got, want in zip(fresh.optimizer.variables, model.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
+
+
+def test_a_checkpoint_with_other_lora_settings_is_refused_in_one_line(tmp_path):
+    x, y = _data()
+    _lora_model().fit(x, y, epochs=1, batch_size=4, verbose=0,
+                      callbacks=[ResumableCheckpoint(tmp_path)])
+    plain = _lora_model(lora=False)
+    before = [np.asarray(v.numpy()) for v in plain.weights]
+    with pytest.raises(ValueError, match="holds LoRA factors of 2 layers but the model has "
+                                         "no LoRA") as error:
+        restore_latest(plain, tmp_path)
+    assert "\n" not in str(error.value)
+    for got, want in zip(plain.weights, before):  # left untouched
+        np.testing.assert_array_equal(np.asarray(got.numpy()), want)
+    other_rank = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4),
+                                   keras.layers.EinsumDense("ab,bc->ac", output_shape=2)])
+    other_rank.layers[0].enable_lora(3)
+    other_rank.layers[1].enable_lora(1)
+    other_rank.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    with pytest.raises(ValueError, match=r"lora_kernel_a of shape \(3, 2\) but the model's "
+                                         r"has shape \(3, 3\)"):
+        restore_latest(other_rank, tmp_path)

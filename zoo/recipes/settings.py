@@ -77,6 +77,25 @@ def check_fields(recipe: Any, flags: bool = False) -> None:
             raise UserError(f"{name} {problem}")
 
 
+def check_lora_settings(recipe: Any) -> None:
+    """Checks that a recipe's LoRA settings fit its other settings: `lora_rank` with a
+    `model` (LoRA adapts trained weights), `lora_alpha` only with `lora_rank`, and no
+    `freeze_blocks` beside it (LoRA freezes every block already).
+
+    Raises:
+        zoo.UserError: the first conflict, in one line naming the flags.
+    """
+    if recipe.lora_rank is None:
+        if recipe.lora_alpha is not None:
+            raise UserError("--lora-alpha needs --lora-rank")
+        return
+    if not recipe.model:
+        raise UserError("--lora-rank needs --model: LoRA adapts a trained model")
+    if getattr(recipe, "freeze_blocks", 0):
+        raise UserError("--freeze-blocks does not combine with --lora-rank: LoRA freezes "
+                        "every block already")
+
+
 def field_metadata(recipe_class: type, name: str) -> typing.Mapping[str, Any]:
     """The metadata of field `name`: its own, or (a subclass that only changed its default)
     the nearest base class's."""
@@ -99,7 +118,9 @@ class TranslatorRecipe:
 
     With `model` (a shipped name or a `.keras` path) the run continues training that
     translator on the new pairs, with its own tokenizer and architecture (`architecture` and
-    `vocabulary_size` are then ignored; `dropout` and `precision` apply).
+    `vocabulary_size` are then ignored; `dropout` and `precision` apply). With `lora_rank` only
+    LoRA factors of its attention projections train (`Translator.enable_lora`), merged into
+    the final model.
     """
 
     output: str = dataclasses.field(default="runs/translator", metadata={
@@ -167,6 +188,15 @@ class TranslatorRecipe:
     dropout: float | None = dataclasses.field(default=None, metadata={
         "check": FRACTION,
         "help": "dropout rate overriding the architecture's ('none': its own)"})
+    lora_rank: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
+        "help": "with --model: train rank-R LoRA factors of the query and value projections "
+                "of every attention layer instead of every weight (the final model.keras "
+                "has them merged; 'none': train every weight)"})
+    lora_alpha: float | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE,
+        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
+                "scale of 1)"})
     # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
     # reads them without Keras (a test keeps the two equal).
     precision: str = dataclasses.field(default="float32", metadata={
@@ -219,7 +249,9 @@ class ViTRecipe:
     training `architecture` from scratch: its head is replaced when the classes differ, its position
     embeddings are interpolated when `image_size` differs, the embeddings and the first
     `freeze_blocks` blocks stay fixed, and `layer_decay` < 1 gives lower blocks smaller
-    learning rates.
+    learning rates. With `lora_rank`, LoRA factors of the attention projections and the head
+    train instead of every weight (`VisionTransformer.enable_lora`), merged into the final
+    model.
     """
 
     output: str = dataclasses.field(default="runs/vit", metadata={
@@ -237,6 +269,15 @@ class ViTRecipe:
     layer_decay: float = dataclasses.field(default=1.0, metadata={
         "check": DECAY,
         "help": "layer-wise learning-rate decay (1: none; lower blocks learn slower)"})
+    lora_rank: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
+        "help": "with --model: train rank-R LoRA factors of every block's query and value "
+                "projections, and the head, instead of every weight (the final model.keras "
+                "has them merged; 'none': train every weight)"})
+    lora_alpha: float | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE,
+        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
+                "scale of 1)"})
     validation_size: int = dataclasses.field(default=5000, metadata={
         "check": POSITIVE_INT,
         "help": "images held out for validation"})

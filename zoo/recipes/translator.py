@@ -42,7 +42,7 @@ from zoo.training.tfds_data import (
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
-from zoo.recipes.settings import TranslatorRecipe, check_fields
+from zoo.recipes.settings import TranslatorRecipe, check_fields, check_lora_settings
 from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
 from zoo.text.loading import load_tokenizer
@@ -62,6 +62,7 @@ def check_recipe(recipe: TranslatorRecipe) -> None:
         ValueError: a setting out of its range.
     """
     check_fields(recipe)
+    check_lora_settings(recipe)
     check_search_settings(recipe.beam_size, alpha=recipe.alpha)
     if recipe.tfds:
         tfds_builder(tfds_training_spec(recipe).name)
@@ -124,10 +125,13 @@ def _tokenizer(recipe: TranslatorRecipe, train: list,
 
 def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
                      pretrained: Translator | None = None) -> Translator:
-    """The recipe's model (a new `architecture`, or `pretrained` to train further), compiled with
-    the paper's optimizer and a label-smoothed loss."""
+    """The recipe's model (a new `architecture`, or `pretrained` to train further, with LoRA
+    factors alone trainable where `recipe.lora_rank` is set), compiled with the paper's
+    optimizer and a label-smoothed loss."""
     if pretrained is not None:
         model = in_run_options(pretrained, recipe.dropout)
+        if recipe.lora_rank:
+            model.enable_lora(recipe.lora_rank, recipe.lora_alpha)
     else:
         overrides: dict[str, Any] = dict(max_source_length=recipe.max_length,
                                          max_target_length=recipe.max_length)
@@ -210,7 +214,7 @@ def train_translator(recipe: TranslatorRecipe) -> dict:
         extra["checkpoint_averaging"] = {"last": recipe.average_last,
                                          "kept": averaged is not None}
     return finish_run(out, model, recipe, history, seconds, initial_epoch, final, before,
-                      **extra)
+                      final_model=model.merge_lora() if recipe.lora_rank else None, **extra)
 
 
 def _average_if_better(model: Translator, recipe: TranslatorRecipe, checkpoints: Path,

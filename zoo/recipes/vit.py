@@ -50,7 +50,7 @@ from zoo.training.progress import Step
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
-from zoo.recipes.settings import ViTRecipe, check_fields
+from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
 from zoo.models.architectures import in_run_options
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.hub.loader import load
@@ -69,6 +69,7 @@ def check_recipe(recipe: ViTRecipe) -> None:
         ValueError: a setting out of its range, or a TFDS dataset TFDS does not know.
     """
     check_fields(recipe)
+    check_lora_settings(recipe)
     if is_tfds_spec(recipe.data):
         tfds_builder(parse_tfds_spec(recipe.data).name)
 
@@ -193,7 +194,8 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
 
     A new model of `recipe.architecture`, or `recipe.model` prepared for fine-tuning (a new head
     for other classes, interpolated position embeddings for another image size, frozen
-    blocks, layer-wise learning-rate decay).
+    blocks or, with `recipe.lora_rank`, LoRA factors and the head alone trainable,
+    layer-wise learning-rate decay).
     """
     if recipe.model:
         model = _pretrained_vit(recipe, class_names)
@@ -206,7 +208,10 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         model = VisionTransformer.from_architecture(
             recipe.architecture, num_classes=len(class_names), class_names=class_names,
             **overrides)
-    freeze_blocks(model, recipe.freeze_blocks)
+    if recipe.lora_rank:  # after the head is replaced: the new head trains too
+        model.enable_lora(recipe.lora_rank, recipe.lora_alpha)
+    else:
+        freeze_blocks(model, recipe.freeze_blocks)
     multipliers = (layer_decay_multipliers(model, recipe.layer_decay)
                    if recipe.layer_decay != 1.0 else None)
     total = max(1, recipe.epochs * steps_per_epoch)
@@ -271,6 +276,7 @@ def train_vit(recipe: ViTRecipe) -> dict:
         out, model, recipe, history, seconds, initial_epoch,
         {"top1": final["top1"], "top5": final["top5"]},
         None if before is None else {"top1": before["top1"], "top5": before["top5"]},
+        final_model=model.merge_lora() if recipe.lora_rank else None,
         training_images=int(len(train_rows)), validation_images=int(len(valid_rows)),
         images_per_second_this_run=round(
             len(train_rows) * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1))

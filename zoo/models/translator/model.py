@@ -28,6 +28,7 @@ from zoo.generation.greedy import greedy_search
 from zoo.generation.settings import NEVER, check_search_settings
 from zoo.errors import UserError
 from zoo.models.architectures import architecture_config, load_preset
+from zoo.models.lora import TranslatorLora
 from zoo.models.translator.surgery import TranslatorSurgery
 from zoo.models.translator.text_training import TextTraining
 from zoo.models.translator.text_translation import TextTranslation
@@ -35,7 +36,7 @@ from zoo.text.tokenizer import SubwordTokenizer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(TranslatorSurgery, TextTranslation, TextTraining, keras.Model):
+class Translator(TranslatorSurgery, TextTranslation, TextTraining, TranslatorLora, keras.Model):
     """Encoder-decoder Transformer translator with cached greedy and beam search.
 
     Args:

@@ -41,6 +41,7 @@ from zoo.layers.validation import image_size_pair, positive_int
 from zoo.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, architectures, load_preset
+from zoo.models.lora import VisionTransformerLora
 from zoo.models.vit.inference import VisionTransformerInference
 from zoo.models.vit.surgery import VisionTransformerSurgery, check_pruned_heads
 
@@ -66,7 +67,8 @@ def _check_arguments(pooling: str, distillation_token: bool, distillation_head: 
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, keras.Model):
+class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, VisionTransformerLora,
+                        keras.Model):
     """An image classifier: patches, a class token, a pre-norm Transformer encoder, a head.
 
     Args:
