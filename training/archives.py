@@ -15,6 +15,7 @@ needed member.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from .disk_faults import naming
 from .errors import UserError
 from .file_store import cache_dir, write_atomically
 
@@ -108,19 +110,25 @@ def extract_archive(
         marker.unlink()
 
     # In the cache, extract beside the destination and rename: a concurrent run never sees
-    # half a folder. A destination the caller chose is extracted into in place.
+    # half a folder. A destination the caller chose is extracted into in place; if this
+    # call created it, a failed extraction (a damaged archive, a full disk) removes it.
     target = destination.with_name(f".{destination.name}.partial-{os.getpid()}") if in_cache \
         else destination
     if in_cache and target.exists():
         shutil.rmtree(target)
-    target.mkdir(parents=True, exist_ok=True)
+    created = not target.exists()
     try:
+        target.mkdir(parents=True, exist_ok=True)
         _extract(archive_path, target, limit_per_class, _known_members(archive_path))
+        with naming(target / _MARKER):
+            (target / _MARKER).write_text(json.dumps(record))
     except BaseException:
-        if in_cache:
+        if created:
             shutil.rmtree(target, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):  # a half-written one
+                (target / _MARKER).unlink(missing_ok=True)
         raise
-    (target / _MARKER).write_text(json.dumps(record))
     if in_cache:
         if destination.exists():
             shutil.rmtree(destination)
@@ -151,8 +159,10 @@ def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,
                         if counts.get(folder, 0) >= limit_per_class:
                             continue
                         counts[folder] = counts.get(folder, 0) + 1
-                # filter="data" repeats the safety checks inside tarfile and drops odd modes.
-                archive.extract(member, destination, filter="data")
+                # filter="data" repeats the safety checks inside tarfile and drops odd modes;
+                # a full disk names the member's file.
+                with naming(destination / member.name):
+                    archive.extract(member, destination, filter="data")
                 if needed is not None and member.isfile():
                     needed.discard(member.name)
                     if not needed:  # every member the limit asks for is out: stop reading

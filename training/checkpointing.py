@@ -21,13 +21,17 @@ Each checkpoint is a folder `epoch-NNNN/` holding
 - `state.json`: the number of completed epochs and that epoch's logs.
 
 A checkpoint folder is written under a temporary name and renamed when complete, so a crash
-while writing leaves the previous checkpoint intact and never a half-written one. The final
+while writing leaves the previous checkpoint intact and never a half-written one; a full or
+read-only disk raises an OSError that names the checkpoint, after its temporary folder is
+removed (a disk with less room than the checkpoint needs is refused before HDF5 writes: it
+crashes the process when the disk fills up under it). The final
 files of a run go through `write_atomically` in the same way, and `prepare_run_folder`
 keeps a run from overwriting a finished run or files it did not write.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -38,6 +42,7 @@ from typing import Any, Iterable
 import keras
 import numpy as np
 
+from .disk_faults import naming
 from .errors import UserError
 from .file_store import fsync
 
@@ -182,9 +187,22 @@ class ResumableCheckpoint(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         completed = epoch + 1  # Keras numbers epochs from 0
-        self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"epoch-{completed:04d}"
         temporary = self.directory / f".{final.name}.tmp-{os.getpid()}"
+        # A full or read-only disk names the checkpoint (not its temporary folder) and
+        # leaves no part of it: the previous checkpoint stays the newest.
+        try:
+            with naming(final, temporary):
+                self._write(completed, logs, final, temporary)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+        self._prune()
+
+    def _write(self, completed: int, logs: dict | None, final: Path, temporary: Path) -> None:
+        """Writes the checkpoint into `temporary` and renames it to `final`."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _require_space(self.model, self.directory, final)
         if temporary.exists():
             shutil.rmtree(temporary)
         temporary.mkdir()
@@ -212,7 +230,6 @@ class ResumableCheckpoint(keras.callbacks.Callback):
             shutil.rmtree(stale)
         os.replace(temporary, final)
         fsync(self.directory)
-        self._prune()
 
     def _prune(self) -> None:
         for _, path in _checkpoints(self.directory)[: -self.keep]:
@@ -221,6 +238,29 @@ class ResumableCheckpoint(keras.callbacks.Callback):
             if path.name.endswith(f".tmp-{os.getpid()}"):
                 continue
             shutil.rmtree(path, ignore_errors=True)  # left by a killed run
+
+
+def _require_space(model: keras.Model, directory: Path, final: Path) -> None:
+    """Raises ENOSPC (naming `final`) where `directory`'s disk has less room than the
+    checkpoint needs: HDF5 crashes the process (a segmentation fault) when the disk fills up
+    under `save_weights`, so a full disk is refused before it starts."""
+    def size(variables: Iterable[Any]) -> int:
+        total = 0
+        for variable in variables:
+            try:
+                itemsize = np.dtype(str(variable.dtype)).itemsize
+            except TypeError:  # a dtype NumPy does not name (bfloat16): at most 4 bytes
+                itemsize = 4
+            total += int(np.prod(variable.shape)) * itemsize
+        return total
+
+    optimizer = getattr(model, "optimizer", None)
+    state = size(optimizer.variables) if optimizer is not None else 0
+    # The weights file holds the weights and the optimizer's variables; optimizer.npz
+    # holds those again; and a margin for HDF5's and zip's own structures.
+    needed = size(model.weights) + 2 * state + (1 << 20)
+    if shutil.disk_usage(directory).free < needed:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final))
 
 
 def _read_checkpoint(checkpoint: Path) -> tuple[dict, list[np.ndarray], list[np.ndarray]]:

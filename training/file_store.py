@@ -10,9 +10,12 @@ No Keras here: the registry and the archive cache use it without loading TensorF
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import Any, Callable
+
+from .disk_faults import naming
 
 CACHE_ENV = "ZOO_CACHE_DIR"
 
@@ -49,7 +52,10 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> P
     file system; same suffix, as `model.save` wants `.keras`); if it returns without raising,
     the file is flushed to disk and renamed onto `path`. If it raises (a failed hash check,
     say), the temporary file is deleted and `path` is untouched. The folder is created if
-    missing.
+    missing. A full or read-only disk raises an OSError that names `path` (see
+    `zoo.training.disk_faults`), and leaves `path` untouched too. A `path` that is a device or
+    a pipe (`/dev/null`, `/dev/stdout`) is written in place: renaming a file onto it would
+    replace the device.
 
     Returns:
         `path`, as a `Path`.
@@ -63,14 +69,20 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> P
         ('{"bleu": 27.3}', ['metrics.json'])
     """
     path = Path(path)
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode) and not path.is_dir():
+        with naming(path):
+            write(path)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.stem}.tmp-{uuid.uuid4().hex[:12]}{path.suffix}")
     try:
-        write(temporary)
-        fsync(temporary)
-        os.replace(temporary, path)
+        with naming(path, temporary):
+            write(temporary)
+            fsync(temporary)
+            os.replace(temporary, path)
     finally:
         if temporary.exists():
             temporary.unlink()
-    fsync(path.parent)
+    with naming(path):
+        fsync(path.parent)
     return path

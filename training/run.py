@@ -3,19 +3,21 @@
 A recipe (`zoo.recipes.translator`, `zoo.recipes.vit`) reads its data and builds its model; the
 steps around that are the same for every model and live here:
 
-    out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
-    ...data, model...
-    initial_epoch = resume(model, out)
-    history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch)
-    metrics = finish_run(out, model, recipe, history, seconds, initial_epoch, final, ...)
+    with hold_run_folder(recipe.output, RUN_FILES, recipe.force):  # one run at a time
+        out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
+        ...data, model...
+        initial_epoch = resume(model, out)
+        history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch)
+        metrics = finish_run(out, model, recipe, history, seconds, initial_epoch, final, ...)
 
-so that every run is refused over a finished one, seeds and sets its precision the same way,
-continues from its last epoch checkpoint, and writes its final model and `metrics.json` (with
-the same keys) atomically.
+so that every run is refused over a finished one and while another run holds its folder,
+seeds and sets its precision the same way, continues from its last epoch checkpoint, and
+writes its final model and `metrics.json` (with the same keys) atomically.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -24,7 +26,7 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import keras
 
@@ -36,12 +38,33 @@ from .checkpointing import (
 from .file_store import write_atomically
 from .precision import bfloat16_warning, set_precision
 from .progress import fit_verbosity
+from .run_lock import run_folder_lock
+
+
+@contextlib.contextmanager
+def hold_run_folder(output: str | os.PathLike, run_files: Iterable[str],
+                    force: bool) -> Iterator[Path]:
+    """Holds the run folder for one run, from before it is read or written to the end of the
+    block: refuses it as `prepare_run_folder` does, creates it, and locks it
+    (`zoo.training.run_lock.run_folder_lock`), so that a second run into it meanwhile is
+    refused in one line naming the folder and the process that holds it.
+
+    Raises:
+        FileExistsError: see `prepare_run_folder`.
+        RunFolderInUse: another run holds the folder.
+    """
+    out = Path(output)
+    prepare_run_folder(out, run_files, force=force)  # refused before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    with run_folder_lock(out):
+        yield out
 
 
 def start_run(output: str | os.PathLike, run_files: Iterable[str], force: bool, seed: int,
               precision: str) -> Path:
     """Prepares the run folder (refusing one that holds a finished run or foreign files,
     unless `force`), seeds every generator and sets the precision policy; returns the folder.
+    Call it inside `hold_run_folder`, so that the folder is checked while the run holds it.
     """
     out = Path(output)
     prepare_run_folder(out, run_files, force=force)

@@ -16,13 +16,13 @@ it stops quietly with status 141, as a filter that SIGPIPE ends.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import typing
 from typing import Sequence
 
 from zoo.cli.recipe_flags import RECIPES, recipe_from_args
+from zoo.cli.stdout_faults import stdout_to_devnull
 from zoo.errors import UserError
 
 
@@ -39,15 +39,6 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 # Lines of stdin translated (and written) together: bounded memory, prompt output.
 TRANSLATE_BATCH = 32
-
-
-def _stdout_to_devnull() -> None:
-    """Points stdout's file descriptor at /dev/null, so that the interpreter's last flush
-    after a broken pipe does not fail again."""
-    with contextlib.suppress(AttributeError, OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
 
 
 def _write_lines(lines: Sequence[str]) -> None:
@@ -92,7 +83,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         except BrokenPipeError:
             # The reader has gone (`zoo translate < big.txt | head`): stop quietly, with the
             # status of a process that SIGPIPE ended, as Unix filters do.
-            _stdout_to_devnull()
+            stdout_to_devnull()
             return 141
     if args.attention:
         from zoo.recipes.plots import plot_alignment

@@ -5,7 +5,11 @@ The flags are built in zoo/cli/parser.py and the subcommands run in zoo/cli/comm
 
 Errors in what the user gave (a `zoo.UserError`: an unknown model, a bad image, a bad flag
 value; or a missing file) are printed as one line, `zoo: error: ...`, with exit status 2, never
-as a stack trace; any other exception is the zoo's bug and keeps its traceback. The zoo's own
+as a stack trace. So are the machine's faults: a full disk, a read-only file system, a write
+refused (an OSError with errno ENOSPC, EDQUOT, EROFS, EACCES or EPERM, or TensorFlow's error
+for one, `zoo.training.disk_faults`), as `zoo: error: cannot write PATH: No space left on
+device`, and the same for stdout (`zoo models > /dev/full`: `cannot write standard output
+(/dev/full): ...`). Any other exception is the zoo's bug and keeps its traceback. The zoo's own
 warnings print as one line, `zoo: warning: ...`; TensorFlow's start-up chatter on stderr is
 filtered (zoo/cli/quiet.py) unless `--verbose` or `ZOO_LOG=debug` asks for it.
 
@@ -26,8 +30,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zoo.cli.parser import build_parser
+from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
 from zoo.errors import FILE_ERRORS, UserError
 from zoo.runtime import use_onednn
+from zoo.training.disk_faults import describe, disk_fault
 
 # The zoo's own packages: their errors and warnings are the zoo's.
 OWN_PACKAGES = ("zoo",)
@@ -53,11 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `zoo` console script; returns the exit status.
 
     Argument errors exit with status 2 (argparse's usage and message); a user's mistake
-    found while running (a `zoo.UserError`, such as an unknown model, or a missing file) is
-    one line `zoo: error: ...` on stderr and status 2; any other exception is the zoo's bug
-    and propagates (the console script prints its traceback, status 1). Status 1 returned:
-    `zoo translate` finished, but some stdin lines were not valid UTF-8 (their output lines
-    are empty); 141: its stdout was closed early; 130: interrupted (Ctrl-C), one line.
+    found while running (a `zoo.UserError`, such as an unknown model, or a missing file) or
+    a full or read-only disk (stdout's included) is one line `zoo: error: ...` on stderr and
+    status 2; any other exception is the zoo's bug and propagates (the console script prints
+    its traceback, status 1). Status 1 returned: `zoo translate` finished, but some stdin
+    lines were not valid UTF-8 (their output lines are empty); 141: stdout was closed early;
+    130: interrupted (Ctrl-C), one line.
     """
     from zoo.cli.quiet import filtered_stderr, verbose_requested
 
@@ -79,7 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     with quiet, own_warnings_in_one_line(not (verbose or args.verbose)):
         try:
-            status = args.func(args)
+            with fault_naming_stdout():  # a full disk behind stdout names it; flushed here
+                status = args.func(args)
+        except StdoutClosed:  # the reader went away (`zoo models | head -0`): quietly
+            return 141
         # A user's mistake (zoo.UserError, see zoo/errors.py), a path that is missing, in
         # the way or unreadable, or a package to install is one line. Anything else, a
         # ValueError from inside Keras and a module of the zoo's own that is missing
@@ -88,17 +98,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (UserError, *FILE_ERRORS, ModuleNotFoundError) as error:
             if verbose or args.verbose or _is_own_module(error):
                 raise
-            message = str(error).strip() or repr(error)
+            message = _disk_fault_line(error) or str(error).strip() or repr(error)
         except KeyboardInterrupt:  # Ctrl-C: what was written stays (checkpoints, whole lines)
             if verbose or args.verbose:
                 raise
-            sys.stdout.flush()
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
             print("zoo: interrupted", file=sys.stderr)
             return 130
+        except Exception as error:  # a full or read-only disk is one line; a bug is not
+            message = _disk_fault_line(error)
+            if message is None or verbose or args.verbose:
+                raise
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
     return status if isinstance(status, int) else 0
+
+
+def _disk_fault_line(error: BaseException) -> str | None:
+    """`cannot write PATH: No space left on device` for a full or read-only disk or a
+    refused write (`zoo.training.disk_faults`), else None (a bug's error, say)."""
+    fault = disk_fault(error)
+    return None if fault is None else describe(fault)
 
 
 @contextlib.contextmanager

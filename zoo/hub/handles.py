@@ -52,6 +52,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from zoo.training.disk_faults import naming
 from zoo.training.file_store import cache_dir, write_atomically
 from zoo.errors import UserError
 
@@ -359,10 +360,12 @@ def _save_atomically(model: keras.Model, target: Path, source: Mapping[str, str]
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".{target.stem}.part-{os.getpid()}.keras"
     try:
-        model.save(partial)
+        with naming(target, partial):  # a full disk names the model, not its partial file
+            model.save(partial)
         write_atomically(folder / "source.json",
                          lambda path: path.write_text(json.dumps(dict(source), indent=2) + "\n"))
-        os.replace(partial, target)
+        with naming(target, partial):
+            os.replace(partial, target)
     except BaseException:
         if created:
             (folder / "source.json").unlink(missing_ok=True)

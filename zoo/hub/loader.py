@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoo.training.disk_faults import DISK_FULL_ERRNOS
 from zoo.training.file_store import cache_dir, write_atomically
 from zoo.errors import UserError
 
@@ -159,6 +160,9 @@ def _fetch(url: str, destination: Path, timeout: float) -> str:
         if interactive:
             print(file=sys.stderr)
     except (urllib.error.URLError, OSError) as error:
+        if error.errno in DISK_FULL_ERRNOS or (
+                error.filename is not None and Path(error.filename) == Path(destination)):
+            raise  # the cache's disk is full or read-only: the file's fault, not the URL's
         reason = (error if isinstance(error, urllib.error.HTTPError)
                   else getattr(error, "reason", None) or error)
         raise DownloadError(f"cannot download {url}: {reason}") from error
@@ -227,8 +231,10 @@ def load(name_or_path: str, compile: bool = False,
         Loading uses Keras' safe mode: no pickled code is executed.
 
     Raises:
-        ValueError: the file is not a readable `.keras` archive (truncated, damaged), it
-            holds another kind of model than `expect` (checked before any weight loads), or
+        ValueError: the file is not a readable `.keras` archive (truncated, damaged), its
+            config asks for code that safe mode does not run (a Python lambda, `os.system`,
+            a class neither Keras' nor the zoo's; see `zoo.hub.safe_config`), it holds
+            another kind of model than `expect` (checked before any weight loads), or
             its weights do not fit the model its config describes (the message names the
             first mismatched weight and both shapes).
         DownloadError: see `download`.
@@ -260,7 +266,10 @@ def load(name_or_path: str, compile: bool = False,
         raise UserError(f"{path} is not a readable .keras file (truncated or damaged?): "
                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
                         ) from error
-    except ValueError as error:
+    except (TypeError, ValueError) as error:
+        _refuse_unsafe(path, config, error)
+        if isinstance(error, TypeError):
+            raise
         # Keras reports a layer that "could not be loaded"; say which weight and shapes.
         model = keras.saving.deserialize_keras_object(config, safe_mode=True)
         mismatch = weight_mismatches(model, path)
@@ -277,6 +286,18 @@ def load(name_or_path: str, compile: bool = False,
         # input signature of that call): a symbolic call costs nothing.
         model(keras.Input(tuple(model.image_shape)))
     return model
+
+
+def _refuse_unsafe(path: Path, config: Any, error: Exception) -> None:
+    """A file Keras' safe mode refused (a lambda, `os.system`, an unknown class): one line
+    (`zoo.hub.safe_config`). Other errors of Keras' pass on as they are, bugs included."""
+    from zoo.hub.safe_config import refused_reference
+
+    refused = refused_reference(config)
+    if refused is not None:
+        raise UserError(f"refusing {path}: its config asks for {refused}; a model file may "
+                        "name only Keras' and the zoo's own classes and functions (safe mode "
+                        "runs no code from it)") from error
 
 
 def _register_classes() -> None:

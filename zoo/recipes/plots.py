@@ -18,8 +18,12 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike) -> None:
+    """Saves the figure at `path` whole or not at all (a full disk leaves no half-written
+    picture and names `path`); the format is `path`'s suffix."""
+    from zoo.training.file_store import write_atomically
+
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=120))
 
 
 def _label_grid(ax: Any, columns: Sequence[str], rows: Sequence[str], column_title: str,

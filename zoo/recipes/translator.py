@@ -29,7 +29,8 @@ from zoo.training.file_store import write_atomically
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.optimizers import transformer_adam
 from zoo.training.progress import Step
-from zoo.training.run import finish_run, fit_resumably, resume, start_run
+from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume,
+                               start_run)
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from zoo.training.tfds_data import (
@@ -152,8 +153,16 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
 
 
 def train_translator(recipe: TranslatorRecipe) -> dict:
-    """Trains (or resumes) a translator; returns the metrics written to metrics.json."""
+    """Trains (or resumes) a translator; returns the metrics written to metrics.json. The run
+    holds its output folder throughout (`zoo.training.run.hold_run_folder`): a second run
+    into the folder meanwhile is refused in one line."""
     check_recipe(recipe)
+    with hold_run_folder(recipe.output, RUN_FILES, recipe.force):
+        return _train_translator(recipe)
+
+
+def _train_translator(recipe: TranslatorRecipe) -> dict:
+    """`train_translator` inside the held run folder."""
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     train, valid = load_pairs(recipe)
     pretrained = load(recipe.model, expect=Translator) if recipe.model else None

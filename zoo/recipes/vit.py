@@ -47,7 +47,8 @@ from zoo.training.tfds_data import (
 )
 from zoo.training.optimizers import adamw_no_decay_on_norms
 from zoo.training.progress import Step
-from zoo.training.run import finish_run, fit_resumably, resume, start_run
+from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume,
+                               start_run)
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
 from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
@@ -241,8 +242,16 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
 
 
 def train_vit(recipe: ViTRecipe) -> dict:
-    """Trains (or resumes) a ViT; returns the metrics written to metrics.json."""
+    """Trains (or resumes) a ViT; returns the metrics written to metrics.json. The run
+    holds its output folder throughout (`zoo.training.run.hold_run_folder`): a second run
+    into the folder meanwhile is refused in one line."""
     check_recipe(recipe)
+    with hold_run_folder(recipe.output, RUN_FILES, recipe.force):
+        return _train_vit(recipe)
+
+
+def _train_vit(recipe: ViTRecipe) -> dict:
+    """`train_vit` inside the held run folder."""
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     images, labels, class_names = load_images(recipe)
     _require_two_classes(class_names, recipe.data)

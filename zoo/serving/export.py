@@ -28,12 +28,12 @@ the server runs without (`export_model` checks the graph it wrote:
 A version folder is written under a hidden temporary name beside its target and renamed into
 place once complete, so TF Serving (which only looks at numeric folder names) never sees a
 half-written version, a crash leaves nothing under the version's name, and of two exports of
-the same version only one succeeds.
+the same version only one succeeds (`zoo.serving.version_folder`). A full or read-only disk
+raises an OSError that names the version folder, and leaves nothing of it.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import uuid
@@ -44,10 +44,13 @@ import keras
 
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
+from zoo.training.disk_faults import naming
 from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
                                       xla_only_op_types)
+from zoo.serving.version_folder import put_in_place as _put_in_place
+from zoo.serving.version_folder import remove_stale_temporaries
 
 SERVING_SIGNATURE = "serving_default"
 
@@ -253,77 +256,6 @@ def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
     return path
 
 
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    """Removes the hidden `.VERSION.tmp-PID-*` folders that killed exports left in `folder`
-    (a model's folder), those whose process is gone; returns what it removed."""
-    removed = []
-    for path in sorted(folder.glob(".*.tmp-*-*")) if folder.is_dir() else []:
-        pid = path.name.rpartition(".tmp-")[2].split("-")[0]
-        if not pid.isdigit() or _process_alive(int(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swaps two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where the system
-    cannot."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # no such call or file system
-        return False
-    raise OSError(code, os.strerror(code), str(a))
-
-
-def _put_in_place(temporary: Path, target: Path, force: bool) -> None:
-    """Renames the complete `temporary` folder to `target`; with `force` an existing target
-    is swapped out (atomically where the system can) and deleted afterwards."""
-    if target.exists() and force:
-        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
-        if _exchange(temporary, target):
-            shutil.rmtree(temporary)  # now the old version
-            return
-        os.rename(target, old)
-        try:
-            os.rename(temporary, target)
-        except OSError:
-            os.rename(old, target)  # put the old version back
-            raise
-        shutil.rmtree(old)
-        return
-    try:
-        # rename(2) refuses a non-empty target: of two exports of one version, one wins.
-        if target.exists():
-            raise FileExistsError(errno.EEXIST, "exists", str(target))
-        os.rename(temporary, target)
-    except OSError as error:
-        if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-            raise
-        raise FileExistsError(
-            f"{target} was written by another export meanwhile; pass --force to replace "
-            "it") from None
-
-
 def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
              ) -> tuple[Any, dict[str, Any]]:
     """`(archive, warmup inputs)`: a `keras.export.ExportArchive` holding the model's two
@@ -437,14 +369,15 @@ def _write_version(model: keras.Model, target: Path, name: str, force: bool, bea
     remove_stale_temporaries(target.parent)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     try:
-        archive.write_out(str(temporary), verbose=False)
-        needs_xla = xla_only_op_types(temporary)
-        if needs_xla:  # a bug of ours: the model server would fail on these
-            raise RuntimeError(f"the export holds ops that run only through XLA, which TF "
-                               f"Serving runs without: {sorted(needs_xla)}")
-        write_warmup_requests(temporary, name, warmup)
-        (temporary / "assets.extra" / "zoo_version.txt").write_text(zoo_version() + "\n")
-        _put_in_place(temporary, target, force)
+        with naming(target, temporary):  # a full disk names the version, not a temporary file
+            archive.write_out(str(temporary), verbose=False)
+            needs_xla = xla_only_op_types(temporary)
+            if needs_xla:  # a bug of ours: the model server would fail on these
+                raise RuntimeError(f"the export holds ops that run only through XLA, which "
+                                   f"TF Serving runs without: {sorted(needs_xla)}")
+            write_warmup_requests(temporary, name, warmup)
+            (temporary / "assets.extra" / "zoo_version.txt").write_text(zoo_version() + "\n")
+            _put_in_place(temporary, target, force)
     finally:
         if temporary.exists():
             shutil.rmtree(temporary)
