@@ -6,11 +6,17 @@ TensorFlow, a model) only when it runs, so that `zoo --help` loads none of it.
 `zoo translate` reads stdin lazily, in batches of at most `TRANSLATE_BATCH` lines (fewer when
 no more input is ready yet), and writes (and flushes) each batch's translations before
 reading on: one output line per input line, in order, in bounded memory, and a line piped in
-alone is answered without waiting for more. A stdin line that is not valid UTF-8 fails alone:
-its output line is empty, a `zoo: warning: line N ...` names it on stderr, and once every line
-is done the command ends with a one-line summary and exit status 1 (some lines failed; the
-rest are translated). When the reader of stdout goes away (`zoo translate < big.txt | head`),
-it stops quietly with status 141, as a filter that SIGPIPE ends.
+alone is answered without waiting for more. A stdin line (or TEXT argument) that is not valid
+UTF-8 fails alone: its output line is empty, a `zoo: warning: line N of stdin ...` (`argument
+N ...`) names it on stderr, and once every line is done the command ends with a one-line
+summary and exit status 1 (some lines failed; the rest are translated). A line or argument
+longer than the model's `source_character_cap` characters (4,096 for the shipped translator,
+zoo/text/length_cap.py) is cut to them before it is tokenized, with a warning that names it;
+of a stdin line only that much is kept in memory, the rest is read and dropped
+(zoo/cli/line_reader.py), so an endless line (`zoo translate < /dev/zero`) is answered at
+once and then read on at constant memory until the input ends or Ctrl-C (status 130). When
+the reader of stdout goes away (`zoo translate < big.txt | head`), it stops quietly with
+status 141, as a filter that SIGPIPE ends.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from typing import Sequence
 from zoo.cli.recipe_flags import RECIPES, recipe_from_args
 from zoo.cli.stdout_faults import stdout_to_devnull
 from zoo.errors import UserError
+
+if typing.TYPE_CHECKING:
+    from zoo.cli.line_reader import Line
 
 
 def cmd_models(args: argparse.Namespace) -> None:
@@ -47,34 +56,48 @@ def _write_lines(lines: Sequence[str]) -> None:
     sys.stdout.flush()
 
 
+def _texts_of(batch: Sequence[Line], where: str, cap: int, max_tokens: int) -> list[str]:
+    """The texts of a batch of lines (empty for a line that could not be read), saying on
+    stderr which lines failed or were cut; `where` names a line, "{number}" in it."""
+    from zoo.text.length_cap import cut_warning
+
+    texts = []
+    for line in batch:
+        name = where.format(number=line.number)
+        if line.problem is not None:
+            print(f"zoo: warning: {name} {line.problem}; its output line is empty",
+                  file=sys.stderr)
+        elif line.cut:
+            print(f"zoo: warning: {cut_warning(name, cap, max_tokens)}", file=sys.stderr)
+        texts.append(line.text or "")
+    return texts
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
-    """`zoo translate`: one translation per line of TEXT arguments or stdin, written batch by
-    batch; returns 1 when some stdin lines could not be read (see the module's doc)."""
+    """`zoo translate`: one translation per TEXT argument or line of stdin, written batch by
+    batch; returns 1 when some arguments or stdin lines were not UTF-8 (see the module's
+    doc)."""
     import zoo
     from zoo.generation.settings import check_search_settings
-    from zoo.cli.line_reader import Line, always_ready, batches, stdin_lines
+    from zoo.cli.line_reader import always_ready, argument_lines, batches, stdin_lines
     from zoo.models.translator.model import Translator
 
     model = zoo.load(args.model, expect=Translator)
     # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
     check_search_settings(args.beam_size, args.max_length, model.max_target_length)
+    # Each text is cut to what the model can read before it is tokenized: bounded memory.
+    cap = model.source_character_cap
     if args.text:
-        lines: typing.Iterator[Line] = (
-            (number, text, None) for number, text in enumerate(args.text, 1))
-        ready = always_ready
+        lines: typing.Iterator[Line] = argument_lines(args.text, cap)
+        ready, where, what = always_ready, "argument {number}", "arguments"
     else:
-        lines, ready = stdin_lines()
+        (lines, ready), where, what = stdin_lines(cap), "line {number} of stdin", "lines of stdin"
     first, count, failed = None, 0, 0
     for batch in batches(lines, TRANSLATE_BATCH, ready):
-        texts = []
-        for number, text, problem in batch:
-            if problem is not None:
-                failed += 1
-                print(f"zoo: warning: line {number} of stdin {problem}; its output line is "
-                      "empty", file=sys.stderr)
-            elif first is None and text.strip():
-                first = text
-            texts.append(text or "")
+        texts = _texts_of(batch, where, cap, model.max_source_length)
+        failed += sum(line.problem is not None for line in batch)
+        if first is None:
+            first = next((text for text in texts if text.strip()), None)
         count += len(batch)
         translations = model.translate(texts, beam_size=args.beam_size,
                                        max_length=args.max_length)
@@ -95,10 +118,26 @@ def cmd_translate(args: argparse.Namespace) -> int:
         print(f"wrote the cross-attention of the first sentence to {args.attention}",
               file=sys.stderr)
     if failed:
-        print(f"zoo: error: {failed} of {count} lines of stdin were not valid UTF-8; their "
-              "output lines are empty", file=sys.stderr)
+        print(f"zoo: error: {failed} of {count} {what} were not valid UTF-8; their output "
+              "lines are empty", file=sys.stderr)
         return 1
     return 0
+
+
+def _printable(path: str) -> str:
+    """`path` as stdout can write it: unchanged where it can (a UTF-8 name, or one whose
+    bytes were not UTF-8 on a stdout that writes them back, as Python's surrogateescape does
+    under the C.UTF-8 locale), else with those bytes as `\\xNN` escapes."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        path.encode(encoding, getattr(sys.stdout, "errors", None) or "strict")
+        return path
+    except UnicodeEncodeError:
+        from zoo.cli.line_reader import argument_bytes
+
+        raw = argument_bytes(path) or path.encode("utf-8")
+        return raw.decode("utf-8", "backslashreplace").encode(
+            encoding, "backslashreplace").decode(encoding)
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
@@ -113,8 +152,9 @@ def cmd_classify(args: argparse.Namespace) -> None:
     images = [load_image(path, image_size=model.image_size) for path in args.images]
     results = model.classify(np.stack(images), top_k=args.top_k)
     for path, top in zip(args.images, results):
+        shown = _printable(path)
         for label, probability in top:
-            print(f"{path}\t{label}\t{probability:.4f}")
+            print(f"{shown}\t{label}\t{probability:.4f}")
     if args.attention:
         from zoo.recipes.plots import plot_attention_overlay
 

@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from zoo.cli.line_reader import argument_bytes, utf8_problem
 from zoo.cli.parser import build_parser
 from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
 from zoo.errors import FILE_ERRORS, UserError
@@ -63,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a full or read-only disk (stdout's included) is one line `zoo: error: ...` on stderr and
     status 2; any other exception is the zoo's bug and propagates (the console script prints
     its traceback, status 1). Status 1 returned: `zoo translate` finished, but some stdin
-    lines were not valid UTF-8 (their output lines are empty); 141: stdout was closed early;
-    130: interrupted (Ctrl-C), one line.
+    lines or TEXT arguments were not valid UTF-8 (their output lines are empty); 141: stdout
+    was closed early; 130: interrupted (Ctrl-C), one line.
     """
     from zoo.cli.quiet import filtered_stderr, verbose_requested
 
@@ -77,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "translate" and not args.text and _stdin_is_terminal():
         _translate_parser(parser).error(
             "give TEXT to translate, or pipe sentences on stdin (one per line)")
-    message = _check_backend(args.command, os.environ) or _check_inputs(args)
+    message = (_check_utf8(args, parser) or _check_backend(args.command, os.environ)
+               or _check_inputs(args))
     if message is not None:  # a mistake found before any model (and TensorFlow) loads
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
@@ -167,6 +169,50 @@ def _check_backend(command: str, environ: typing.MutableMapping[str, str]) -> st
         return (f"KERAS_BACKEND={backend} is not a Keras backend; use one of "
                 f"{', '.join(KERAS_BACKENDS)} (or unset it: tensorflow)")
     return None
+
+
+# Arguments that may hold bytes that are not UTF-8: `zoo translate` answers such a TEXT with
+# an empty line and a warning (as a line of stdin), `zoo classify` opens such an IMAGE (and
+# prints its name with the bytes as \xNN escapes where stdout cannot write them back).
+NON_UTF8_ALLOWED = {("translate", "text"), ("classify", "images")}
+
+
+def _check_utf8(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str | None:
+    """The first argument that is not valid UTF-8 (Python decodes `sys.argv` with
+    surrogateescape, so its bytes come as lone surrogates), as one line that names its flag,
+    unless the command takes it (`NON_UTF8_ALLOWED`): TensorFlow encodes every path and
+    name it is handed as strict UTF-8 and fails with a traceback."""
+    names = _argument_names(parser, args)
+    for dest, value in vars(args).items():
+        if (args.command, dest) in NON_UTF8_ALLOWED:
+            continue
+        for text in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(text, str):
+                continue
+            raw = argument_bytes(text)
+            if raw is not None:
+                shown = raw.decode("utf-8", "backslashreplace")
+                return (f"{names.get(dest, dest)} {shown} {utf8_problem(raw)[1]}; the zoo takes "
+                        "paths and names in UTF-8")
+    return None
+
+
+def _argument_names(parser: argparse.ArgumentParser, args: argparse.Namespace
+                    ) -> dict[str, str]:
+    """Each destination of the (sub)parsers `args` went through, by how the user writes it:
+    its longest flag (`--output`) or its metavar (`SOURCE`)."""
+    names: dict[str, str] = {}
+    while parser is not None:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            elif action.option_strings:
+                names[action.dest] = max(action.option_strings, key=len)
+            else:
+                names[action.dest] = str(action.metavar or action.dest.upper())
+        parser = chosen
+    return names
 
 
 def _check_inputs(args: argparse.Namespace) -> str | None:

@@ -10,12 +10,14 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
 - the ViT's `serving_default`: encoded JPEG/PNG bytes `tf.string [batch]` -> top-k `labels`
   and `probabilities`, with decoding, resizing and normalisation in the graph (an image above
   `MAX_PIXELS`, read from its header, is refused before it is decoded); and
-  `classify_pixels`: float pixels `[batch, H, W, 3]` in 0..255;
+  `classify_pixels`: float pixels `[batch, H, W, 3]` in 0..255 (a batch with a NaN or
+  infinite pixel is refused, naming the image); zoo/serving/image_endpoints.py;
 - a sentence encoder's `serving_default`: `tf.string [batch]` sentences -> `embeddings`
   (float32 `[batch, dim]`, pooled and normalised as `SentenceEncoder.embed`), with BERT's
   WordPiece tokenization in the graph (`SentenceTokenizer.tokenize_in_graph`, TF Text ops,
   the same ids as the Python tokenizer); and `embed_ids`: int32 `token_ids` and
-  `padding_mask` `[batch, length]` -> `embeddings`;
+  `padding_mask` `[batch, length]` -> `embeddings`; each refuses a request of more than
+  `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's);
 - `assets.extra/tf_serving_warmup_requests`, PredictionLog records that TF Serving replays at
   load time so the first real request does not pay for graph warm-up;
 - `assets.extra/zoo_version.txt`, the version of the zoo that wrote the export.
@@ -51,6 +53,10 @@ from zoo.serving.model_server import (write_batching_parameters, write_models_co
                                       xla_only_op_types)
 from zoo.serving.version_folder import put_in_place as _put_in_place
 from zoo.serving.version_folder import remove_stale_temporaries
+from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
+    MAX_PIXELS, image_header_size, vit_endpoints)
+from zoo.serving.text_endpoints import (  # noqa: F401  (named here too)
+    MAX_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
 
 SERVING_SIGNATURE = "serving_default"
 
@@ -61,179 +67,6 @@ def _require_tensorflow_backend() -> None:
             f"export needs the TensorFlow backend (KERAS_BACKEND=tensorflow); this process "
             f"runs {keras.backend.backend()!r}. Weights trained on another backend load "
             "unchanged: export them from a TensorFlow process")
-
-
-def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
-                         ) -> tuple[Any, Any, Any]:
-    """The two `tf.function`s of an exported translator and the tokenizer layer they use."""
-    import tensorflow as tf
-
-    tokenizer = model.tokenizer.to_keras_hub()
-    tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
-    end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
-
-    def budget(source_ids: tf.Tensor) -> tf.Tensor:
-        # The output budget of this batch's source length, as `Translator.translate` gives
-        # it (`default_max_length` of the length rounded up to a multiple of 8, as
-        # `encode_texts` pads it), not of the longest source the model takes: the key/value
-        # cache, and every step's attention over it and beam reorder of it, are that long.
-        padded = tf.minimum(model.max_source_length, (tf.shape(source_ids)[1] + 7) // 8 * 8)
-        return tf.minimum(model.max_target_length,
-                          tf.cast(tf.floor(1.5 * tf.cast(padded, tf.float32) + 10.0), tf.int32))
-
-    def search(source_ids: tf.Tensor, max_length: Any) -> tuple[tf.Tensor, tf.Tensor]:
-        tokens, scores = model.generate(source_ids, beam_size=beam_size,
-                                        max_length=max_length, alpha=alpha)
-        if beam_size > 1:
-            tokens, scores = tokens[:, 0], scores[:, 0]
-        # Everything after the first end token becomes padding.
-        ended = tf.cumsum(tf.cast(tf.equal(tokens, end_id), tf.int32), axis=1, exclusive=True)
-        return tf.where(ended > 0, pad_id, tokens), scores
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
-    def translate(sentences: tf.Tensor) -> dict:
-        pieces = tokenizer(sentences)  # ragged (batch, None)
-        if isinstance(pieces, tf.Tensor):
-            pieces = tf.RaggedTensor.from_tensor(pieces, padding=pad_id)
-        pieces = pieces[:, : model.max_source_length - 1]  # long inputs are truncated
-        ends = tf.fill([tf.shape(sentences)[0], 1], end_id)
-        source_ids = tf.concat([tf.cast(pieces, tf.int32), ends], axis=1).to_tensor(pad_id)
-        tokens, scores = search(source_ids, budget(source_ids))
-        texts = tokenizer.detokenize(tokens)
-        blank = tf.equal(tf.strings.length(tf.strings.strip(sentences)), 0)
-        return {
-            "translations": tf.where(blank, tf.constant(""), tf.reshape(texts, [-1])),
-            "scores": tf.where(blank, 0.0, scores),
-        }
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
-    def translate_ids(source_ids: tf.Tensor) -> dict:
-        # Ids may come padded to any width: the budget of the longest source the model takes.
-        tokens, scores = search(source_ids, model.default_max_length(model.max_source_length))
-        return {"target_ids": tokens, "scores": scores}
-
-    return translate, translate_ids, tokenizer
-
-
-def sentence_encoder_endpoints(model: Any) -> tuple[Any, Any]:
-    """The two `tf.function`s of an exported `SentenceEncoder`: sentences and token ids.
-
-    Raises:
-        ValueError: the encoder has no vocabulary (it cannot tokenize text).
-    """
-    import tensorflow as tf
-
-    tokenizer = model.tokenizer
-
-    def embeddings(batch: dict) -> dict:
-        return {"embeddings": tf.cast(model(batch, training=False), tf.float32)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
-    def embed(sentences: tf.Tensor) -> dict:
-        return embeddings(tokenizer.tokenize_in_graph(sentences))
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids"),
-                                  tf.TensorSpec([None, None], tf.int32, name="padding_mask")])
-    def embed_ids(token_ids: tf.Tensor, padding_mask: tf.Tensor) -> dict:
-        return embeddings({"token_ids": token_ids, "padding_mask": padding_mask})
-
-    return embed, embed_ids
-
-
-# The most pixels (height x width) an exported ViT decodes from one image: 40 megapixels,
-# e.g. 8000 x 5000 (a large phone photo), about 120 MB as uint8 RGB. Larger images are
-# refused from their header, before decoding.
-MAX_PIXELS = 40_000_000
-
-
-def image_header_size(data: Any) -> tuple[Any, Any, Any]:
-    """`(known, height, width)` of one encoded image, read from its header with TF ops only.
-
-    JPEG sizes come from `tf.io.extract_jpeg_shape` (the frame header); PNG, GIF and BMP
-    sizes from their fixed header fields. `known` is False for bytes in none of these
-    formats (height and width are then 0).
-    """
-    import tensorflow as tf
-
-    head = tf.strings.substr(data, 0, 32)
-    padded = tf.strings.substr(tf.strings.join([head, tf.constant(b"\0" * 32)]), 0, 32)
-    b = tf.cast(tf.io.decode_raw(padded, tf.uint8), tf.int64)  # 32 header bytes
-
-    def big_endian(start: int) -> Any:
-        return b[start] * 16777216 + b[start + 1] * 65536 + b[start + 2] * 256 + b[start + 3]
-
-    def little_endian_32(start: int) -> Any:
-        value = b[start] + b[start + 1] * 256 + b[start + 2] * 65536 + b[start + 3] * 16777216
-        return tf.where(value >= 2 ** 31, 2 ** 32 - value, value)  # BMP heights may be < 0
-
-    is_jpeg = tf.equal(tf.strings.substr(data, 0, 3), b"\xff\xd8\xff")
-    is_png = tf.equal(tf.strings.substr(data, 0, 8), b"\x89PNG\r\n\x1a\n")
-    is_gif = tf.equal(tf.strings.substr(data, 0, 3), b"GIF")
-    is_bmp = tf.equal(tf.strings.substr(data, 0, 2), b"BM")
-    jpeg = tf.cond(is_jpeg,
-                   lambda: tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64),
-                   lambda: tf.zeros([2], tf.int64))
-    zero = tf.constant(0, tf.int64)
-    height = tf.where(is_jpeg, jpeg[0], tf.where(is_png, big_endian(20), tf.where(
-        is_gif, b[8] + b[9] * 256, tf.where(is_bmp, little_endian_32(22), zero))))
-    width = tf.where(is_jpeg, jpeg[1], tf.where(is_png, big_endian(16), tf.where(
-        is_gif, b[6] + b[7] * 256, tf.where(is_bmp, little_endian_32(18), zero))))
-    known = is_jpeg | is_png | is_gif | is_bmp
-    return known, height, width
-
-
-def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
-    """The two `tf.function`s of an exported ViT: image bytes and float pixels."""
-    import tensorflow as tf
-
-    size = list(model.image_shape[:2])
-    names = list(model.class_names or [f"class_{i}" for i in range(model.num_classes)])
-    k = min(top_k, len(names))
-
-    def top(pixels: tf.Tensor) -> dict:
-        probabilities = tf.nn.softmax(tf.cast(model(pixels, training=False), tf.float32))
-        best, indices = tf.math.top_k(probabilities, k=k)
-        return {"labels": tf.gather(tf.constant(names), indices), "probabilities": best,
-                "class_ids": indices}
-
-    def decode(data: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
-        # The size comes from the header first: an image above MAX_PIXELS fails this request
-        # with InvalidArgument before it is decoded (a 1.5 MB JPEG can hold 10000 x 10000
-        # pixels, 300 MB decoded and 1.2 GB as floats). Bytes in no known format fail the
-        # same way; both messages name the image's index in the batch.
-        known, height, width = image_header_size(data)
-        checks = [
-            tf.debugging.Assert(known, ["image", index, "is not a JPEG, PNG, GIF or BMP"]),
-            tf.debugging.Assert(height * width <= MAX_PIXELS, [
-                "image", index, "has", height, "x", width, "pixels, more than the limit of",
-                MAX_PIXELS]),
-        ]
-        with tf.control_dependencies(checks):
-            # JPEGs with the accurate integer DCT: the pixels PIL gives training and
-            # `classify` (tests/training/test_jpeg_decoding.py); decode_image's default fast
-            # DCT differs by up to 4 levels. decode_image reads PNG, GIF and BMP; corrupt
-            # bytes fail this request with InvalidArgument. Grayscale and RGBA become RGB,
-            # 16-bit PNGs 8-bit.
-            image = tf.cond(
-                tf.io.is_jpeg(data),
-                lambda: tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE"),
-                lambda: tf.io.decode_image(data, channels=3, dtype=tf.uint8,
-                                           expand_animations=False))
-        return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
-    def classify_bytes(images: tf.Tensor) -> dict:
-        indices = tf.range(tf.shape(images, out_type=tf.int64)[0])
-        pixels = tf.map_fn(lambda args: decode(*args), (images, indices),
-                           fn_output_signature=tf.TensorSpec(size + [3], tf.float32))
-        return top(pixels)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32,
-                                                name="pixels")])
-    def classify_pixels(pixels: tf.Tensor) -> dict:
-        return top(tf.image.resize(pixels, size, antialias=True))
-
-    return classify_bytes, classify_pixels
 
 
 def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,

@@ -322,6 +322,56 @@ def test_vit_refuses_huge_images_from_their_header_and_names_the_index(exported_
     assert "[image] [1] [is not a JPEG, PNG, GIF or BMP]" in result["junk"]
 
 
+# (name, the non-finite values of a batch of 3 images: {(image, row, column, channel): value})
+NON_FINITE = [
+    ("all finite", {}),
+    ("a NaN in image 1", {(1, 3, 5, 0): float("nan")}),
+    ("infinities in images 2 and 0", {(2, 31, 31, 2): float("-inf"),
+                                      (0, 0, 0, 1): float("inf")}),
+]
+
+
+def test_vit_pixels_signature_refuses_non_finite_pixels_naming_the_image(exported_vit):
+    """`classify_pixels` refuses a batch with a NaN or infinite pixel, naming the image the
+    Python API names (which refuses it too), as the model server runs it (no XLA); a finite
+    batch is classified as the Python API classifies it."""
+    from zoo.errors import UserError
+
+    model, version = exported_vit
+    pixels = np.random.default_rng(7).uniform(0, 255, (3, 32, 32, 3)).astype("float32")
+    cases = [(name, [(index, str(value)) for index, value in bad.items()])
+             for name, bad in NON_FINITE]  # "nan", "inf": floats in the server's process
+    (served,) = run_like_a_server(
+        "import numpy as np\n"
+        f"f = tf.saved_model.load({str(version)!r}).signatures['classify_pixels']\n"
+        f"pixels = np.random.default_rng(7).uniform(0, 255, (3, 32, 32, 3)).astype('float32')\n"
+        "outcome = {}\n"
+        f"for name, bad in {cases!r}:\n"
+        "    batch = pixels.copy()\n"
+        "    for index, value in bad:\n"
+        "        batch[tuple(index)] = float(value)\n"
+        "    try:\n"
+        "        labels = f(pixels=tf.constant(batch))['labels'].numpy()\n"
+        "        outcome[name] = [[label.decode() for label in row] for row in labels]\n"
+        "    except tf.errors.InvalidArgumentError as error:\n"
+        "        outcome[name] = error.message\n"
+        "print(json.dumps(outcome))\n")
+    for name, bad in NON_FINITE:
+        batch = pixels.copy()
+        for index, value in bad.items():
+            batch[index] = value
+        if not bad:
+            assert served[name] == [[label for label, _ in row]
+                                    for row in model.classify(batch, top_k=3)]
+            continue
+        with pytest.raises(UserError, match=r"image (\d+) of the batch") as error:
+            model.classify(batch)
+        first, count = error.value.args[0].split()[1], len({index[0] for index in bad})
+        assert isinstance(served[name], str), name
+        assert (f"[image] [{first}] [of the batch holds NaN or infinite pixel values (] "
+                f"[{count}] [such images)]") in served[name]
+
+
 def test_image_header_size_reads_every_format():
     import io
 

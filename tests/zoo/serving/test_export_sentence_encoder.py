@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.zoo.conftest import read_gz, serve
+from tests.zoo.conftest import read_gz, run_like_a_server, serve
 from tests.zoo.serving.test_export import _saved_values
 from zoo.serving.export import export_model
 from zoo.models.sentence_encoder.model import SentenceEncoder
@@ -153,6 +153,33 @@ def test_small_encoder_served_equals_embed_and_embed_ids(small_encoder, exported
     request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
     assert request.model_spec.name == "encoder"
     assert request.model_spec.signature_name == "serving_default"
+
+
+def test_a_request_over_the_sentence_cap_is_refused_naming_it(exported_small):
+    """Both signatures take `MAX_SENTENCES` sentences and refuse one more, before encoding
+    (the error names the cap), as the model server runs them (no XLA)."""
+    from zoo.serving.text_endpoints import MAX_SENTENCES
+
+    _, version = exported_small
+    (result,) = run_like_a_server(
+        f"model = tf.saved_model.load({str(version)!r})\n"
+        "feeds = {\n"
+        "    'serving_default': lambda n: {'sentences': tf.constant(['a man is eating'] * n)},\n"
+        "    'embed_ids': lambda n: {'token_ids': tf.fill([n, 4], 5),\n"
+        "                            'padding_mask': tf.ones([n, 4], tf.int32)}}\n"
+        "outcome = {}\n"
+        "for name, feed in feeds.items():\n"
+        f"    for n in ({MAX_SENTENCES}, {MAX_SENTENCES + 1}):\n"
+        "        try:\n"
+        "            rows = model.signatures[name](**feed(n))['embeddings'].shape[0]\n"
+        "            outcome[f'{name} {n}'] = rows\n"
+        "        except tf.errors.InvalidArgumentError as error:\n"
+        "            outcome[f'{name} {n}'] = error.message\n"
+        "print(json.dumps(outcome))\n")
+    for name in ("serving_default", "embed_ids"):
+        assert result[f"{name} {MAX_SENTENCES}"] == MAX_SENTENCES
+        assert (f"[a request of] [{MAX_SENTENCES + 1}] [sentences is more than the limit of] "
+                f"[{MAX_SENTENCES}]") in result[f"{name} {MAX_SENTENCES + 1}"]
 
 
 def test_small_export_stores_each_weight_once(small_encoder, exported_small):

@@ -9,6 +9,7 @@ aligning a sentence pair by cross-attention, and saving the tokenizer inside the
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -16,6 +17,7 @@ from keras import ops
 
 from zoo.errors import UserError
 from zoo.generation.settings import check_search_settings
+from zoo.text.length_cap import character_cap, cut_text, cut_warning
 from zoo.text.loading import load_tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 
@@ -33,11 +35,34 @@ class TextTranslation:
                             "creating it")
         return self.tokenizer
 
+    @property
+    def source_character_cap(self) -> int:
+        """The characters of a source text read (`zoo.text.length_cap.character_cap` of
+        `max_source_length`); the rest could not change the translation of a text the model
+        reads whole, and tokenizing it would cost memory that grows with the text."""
+        return character_cap(self.max_source_length)
+
+    def cut_sources(self, texts: Sequence[str]) -> list[str]:
+        """`texts` cut to `source_character_cap` characters each, with one warning that
+        names the cut texts by their index."""
+        cap = self.source_character_cap
+        cut = [cut_text(text, cap) for text in texts]
+        indices = [index for index, (_, was_cut) in enumerate(cut) if was_cut]
+        if indices:
+            where = (f"text {indices[0]}" if len(indices) == 1 else
+                     f"texts {', '.join(map(str, indices[:10]))}"
+                     f"{' ...' if len(indices) > 10 else ''} (of {len(cut)})")
+            warnings.warn(cut_warning(where, cap, self.max_source_length,
+                                      many=len(indices) > 1), stacklevel=3)
+        return [text for text, _ in cut]
+
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Source texts to `(batch, S)` ids, S rounded up to a multiple of 8 (fewer shapes
-        to compile), truncated at `max_source_length` with a warning."""
+        to compile), truncated at `max_source_length` with a warning (each text cut to
+        `source_character_cap` characters first)."""
         tokenizer = self.require_tokenizer()
-        return self._padded(tokenizer.encode(list(texts), max_length=self.max_source_length))
+        texts = self.cut_sources([_as_text(t, i) for i, t in enumerate(texts)])
+        return self._padded(tokenizer.encode(texts, max_length=self.max_source_length))
 
     def _padded(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
         """Token ids to `(batch, S)`, S the longest rounded up to a multiple of 8."""
@@ -68,14 +93,16 @@ class TextTranslation:
 
         Returns:
             `list[str]`, or `(list[str], list[float])` with `return_scores`. Empty or blank
-            inputs give empty translations.
+            inputs give empty translations. A text longer than `source_character_cap`
+            characters is cut to them first, with a warning naming its index: the model
+            reads `max_source_length` tokens of it at most (zoo/text/length_cap.py).
         """
         beam_size, max_length, alpha = check_search_settings(
             beam_size, max_length, self.max_target_length, alpha)
         if isinstance(texts, (str, bytes)):
             texts = [texts]
         tokenizer = self.require_tokenizer()
-        texts = [_as_text(t, i) for i, t in enumerate(texts)]
+        texts = self.cut_sources([_as_text(t, i) for i, t in enumerate(texts)])
         outputs, scores = [""] * len(texts), [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t.strip()]
         encoded = dict(zip(todo, tokenizer.encode([texts[i] for i in todo],
@@ -108,6 +135,7 @@ class TextTranslation:
             `(source_pieces, target_pieces, weights (target, source))`.
         """
         tokenizer = self.require_tokenizer()
+        (text,) = self.cut_sources([_as_text(text, 0)])
         if translation is None:
             translation = self.translate([text], beam_size=beam_size)[0]
         source = np.array(tokenizer.encode([text], max_length=self.max_source_length), "int32")
@@ -138,7 +166,8 @@ class TextTranslation:
 
 
 def _as_text(text: Any, position: int) -> str:
-    """A source sentence as `str`; bytes must be UTF-8."""
+    """A source sentence as `str`; bytes must be UTF-8, and a `str` must not hold a lone
+    surrogate (what Python makes of bytes that are not UTF-8 in `sys.argv` or a file name)."""
     if isinstance(text, bytes):
         try:
             return text.decode("utf-8")
@@ -149,4 +178,11 @@ def _as_text(text: Any, position: int) -> str:
     if not isinstance(text, str):
         raise TypeError(f"translate expects strings; input {position} is "
                         f"{type(text).__name__}: {text!r}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise UserError(
+            f"input {position} is not text: it holds the lone surrogate "
+            f"{ord(text[error.start]):#06x} at character {error.start} (bytes that were not "
+            f"UTF-8, decoded with surrogateescape?): {text[:40]!r}") from None
     return text
