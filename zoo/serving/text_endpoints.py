@@ -2,27 +2,35 @@
 the translator's `serving_default` (sentences) and `translate_ids`, and a sentence encoder's
 `serving_default` (sentences) and `embed_ids`.
 
-A sentence encoder's signatures refuse a request of more than `MAX_SENTENCES` sentences
-(InvalidArgument, naming the cap) before tokenizing or encoding anything: its memory grows
-with the batch (10,000 sentences took 8.9 GB), and one request must not take the server's.
-The check is a `tf.debugging.Assert` op, which the model server runs without XLA.
+Every signature refuses a request of more than `MAX_SENTENCES` sentences (InvalidArgument,
+naming the cap) before tokenizing, encoding or translating anything: memory grows with the
+batch (10,000 sentences took a sentence encoder 8.9 GB), and one request must not take the
+server's. The check is a `tf.debugging.Assert` op, which the model server runs without XLA.
+The translator's `serving_default` also cuts each sentence to
+`zoo.text.length_cap.character_cap(max_source_length)` characters before tokenizing, as
+`Translator.translate` does, so that a huge sentence costs no more than the model reads.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# The most sentences one request to an exported sentence encoder may hold: 1,024. The
-# memory of a request grows with its sentences (10,000 took 8.9 GB, so 1,024 about a tenth
-# of that); a client with more sends several requests.
+from zoo.text.length_cap import character_cap
+
+# The most sentences one request to an exported text model may hold: 1,024. The memory of a
+# request grows with its sentences (10,000 took a sentence encoder 8.9 GB, so 1,024 about a
+# tenth of that); a client with more sends several requests.
 MAX_SENTENCES = 1024
 
 
 def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
                          ) -> tuple[Any, Any, Any]:
-    """The two `tf.function`s of an exported translator and the tokenizer layer they use."""
+    """The two `tf.function`s of an exported translator and the tokenizer layer they use.
+    Both refuse more than `MAX_SENTENCES` sentences a request; `serving_default` cuts each
+    sentence to `character_cap(model.max_source_length)` characters, as `translate` does."""
     import tensorflow as tf
 
+    cap = character_cap(model.max_source_length)
     tokenizer = model.tokenizer.to_keras_hub()
     tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
     end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
@@ -47,7 +55,10 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def translate(sentences: tf.Tensor) -> dict:
-        pieces = tokenizer(sentences)  # ragged (batch, None)
+        with tf.control_dependencies([check_batch_size(sentences)]):
+            # Characters (code points), as Python's `text[:cap]`: never inside one.
+            cut = tf.strings.substr(sentences, 0, cap, unit="UTF8_CHAR")
+        pieces = tokenizer(cut)  # ragged (batch, None)
         if isinstance(pieces, tf.Tensor):
             pieces = tf.RaggedTensor.from_tensor(pieces, padding=pad_id)
         pieces = pieces[:, : model.max_source_length - 1]  # long inputs are truncated
@@ -64,6 +75,8 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(source_ids: tf.Tensor) -> dict:
         # Ids may come padded to any width: the budget of the longest source the model takes.
+        with tf.control_dependencies([check_batch_size(source_ids)]):
+            source_ids = tf.identity(source_ids)
         tokens, scores = search(source_ids, model.default_max_length(model.max_source_length))
         return {"target_ids": tokens, "scores": scores}
 

@@ -217,8 +217,9 @@ def test_fashion_mnist_test_split_is_read_padded_and_in_rgb():
 def test_zoo_finetune_vit_on_fashion_mnist_beats_the_model_it_started_from(tmp_path):
     out = tmp_path / "ft"
     assert main(["finetune", "vit", "--model", "vit-cifar10", "--data", str(FASHION_MNIST_DIR),
-                 "--limit-per-class", "200", "--validation-size", "500", "--epochs", "3",
-                 "--batch-size", "32", "--learning-rate", "1e-3", "--freeze-blocks", "1",
+                 "--limit-per-class", "100", "--validation-size", "300", "--epochs", "2",
+                 "--batch-size", "32", "--learning-rate", "1e-3", "--freeze-blocks", "6",
+                 "--no-rand-augment",
                  "--output", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     before, after = metrics["validation_before"]["top1"], metrics["validation"]["top1"]
@@ -228,7 +229,7 @@ def test_zoo_finetune_vit_on_fashion_mnist_beats_the_model_it_started_from(tmp_p
     assert tuned.class_names[9] == "Ankle boot"
     # On the held-out test split too, not just the validation images.
     x, y = load_idx_split(FASHION_MNIST_DIR, "test")
-    accuracy = np.mean(np.argmax(tuned.predict(x[:1000], verbose=0), -1) == y[:1000])
+    accuracy = np.mean(np.argmax(tuned.predict(x[:500], verbose=0), -1) == y[:500])
     assert accuracy > 0.3, accuracy
 
 

@@ -16,21 +16,6 @@ from zoo.models.translator.model import Translator
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
 
-@pytest.fixture(scope="module")
-def exported_translator(small_tokenizer, tmp_path_factory):
-    keras.utils.set_random_seed(3)
-    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
-                                   intermediate_dim=64, num_heads=4, max_source_length=32,
-                                   max_target_length=24)
-    model.ensure_built()
-    folder = tmp_path_factory.mktemp("translator")
-    model.save(folder / "model.keras")
-    repository = tmp_path_factory.mktemp("repository")
-    version = export_model(str(folder / "model.keras"), repository, version=3, beam_size=3,
-                           name="translator-test")
-    return model, repository, version
-
-
 @pytest.mark.slow
 def test_translations_equal_the_python_api(exported_translator, shared_data):
     model, _, version = exported_translator
@@ -99,23 +84,6 @@ def test_existing_version_is_not_overwritten(exported_translator, tmp_path):
         export_model(model_file, repository, version=3, name="translator-test")
     with pytest.raises(ValueError, match="positive integer"):
         export_model(model_file, repository, version=0, name="translator-test")
-
-
-@pytest.fixture(scope="module")
-def exported_vit(tmp_path_factory):
-    from zoo.models.vit.model import VisionTransformer
-
-    keras.utils.set_random_seed(5)
-    model = VisionTransformer(image_size=32, patch_size=8, num_classes=4, hidden_dim=32,
-                              num_layers=1, num_heads=2, intermediate_dim=64,
-                              class_names=["ant", "bee", "cat", "dog"],
-                              head_initializer="glorot_uniform")
-    model(np.zeros((1, 32, 32, 3), "uint8"))
-    folder = tmp_path_factory.mktemp("vit")
-    model.save(folder / "model.keras")
-    repository = tmp_path_factory.mktemp("vit_repository")
-    version = export_model(str(folder / "model.keras"), repository, top_k=3, name="vit-test")
-    return model, version
 
 
 def test_vit_bytes_signature_equals_the_python_api(exported_vit, tmp_path):
