@@ -21,12 +21,12 @@ TINY = dict(architecture="transformer-tiny", vocabulary_size=500, batch_size=16,
 @pytest.mark.slow
 def test_tiny_model_learns_100_real_pairs(shared_data, tmp_path, monkeypatch):
     recipe = TranslatorRecipe(output=str(tmp_path / "run"), multi30k=str(shared_data / "multi30k"),
-                              limit=100, validation_limit=100, epochs=100, **TINY)
+                              limit=100, validation_limit=100, epochs=60, **TINY)
     train, _ = load_pairs(recipe)
     # Validate on the training pairs themselves: the test is that the model fits them.
     monkeypatch.setattr("zoo.recipes.translator.load_pairs", lambda r: (train, train))
     metrics = train_translator(recipe)
-    assert metrics["validation"]["bleu"] > 90.0, metrics["validation"]
+    assert metrics["validation"]["bleu"] > 85.0, metrics["validation"]
     assert (tmp_path / "run" / "model.keras").exists()
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["validation"]["bleu"] == pytest.approx(metrics["validation"]["bleu"])
