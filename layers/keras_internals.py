@@ -8,7 +8,9 @@ model. Known to work with Keras 3.15 (the version pyproject.toml pins).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import gc
+from typing import Any, Callable, Iterator
 
 import keras
 
@@ -111,3 +113,51 @@ def in_xla_compiled_graph() -> bool:
     if tf.executing_eagerly():
         return False
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def mark_quantized(layer: keras.layers.Layer) -> None:
+    """Tells Keras that `layer` holds quantized variables now (its own `quantize` or a build
+    under a quantized dtype policy made them), as Keras' `Dense` and `Embedding` do.
+
+    Keras reads the mark (`Layer._is_quantized`) to refuse a second `quantize` and, when a
+    quantized dtype policy is assigned to a built layer, to skip quantizing it again.
+    """
+    layer._is_quantized = True
+
+
+def nested_layers(layer: keras.layers.Layer) -> list[keras.layers.Layer]:
+    """Every layer inside `layer`, at any depth, each once (not `layer` itself): the layers
+    `Model.quantize` visits. Uses `Layer._flatten_layers`."""
+    return list(layer._flatten_layers(include_self=False, recursive=True))
+
+
+def resolve_policy_map(layer: keras.layers.Layer) -> None:
+    """Gives `layer` the policy its `DTypePolicyMap` holds for its path, in place of the map.
+
+    A model loaded with a `DTypePolicyMap` policy hands the map to every sub-layer; Keras
+    resolves it by path for `quantization_mode`, but its `Dense`, `EinsumDense` and
+    `Embedding` read `dtype_policy.quantization_mode` (the map's default) when they save,
+    and then write no scales. Sets `Layer._dtype_policy`; a layer whose policy is no map,
+    or that has no path yet, is left as it is.
+    """
+    policy = layer.dtype_policy
+    if isinstance(policy, keras.dtype_policies.DTypePolicyMap) and layer.path:
+        layer._dtype_policy = policy[layer.path]
+
+
+@contextlib.contextmanager
+def one_garbage_collection() -> Iterator[None]:
+    """Within the block, the `gc.collect()` that Keras' `Layer.__delattr__` runs for every
+    variable a layer drops (as `quantize` replaces a float kernel) is skipped; one full
+    collection runs at the end instead.
+
+    Each of those collections walks the whole heap (about 0.37 s with TensorFlow loaded):
+    they were 12.3 s of the 12.6 s that quantizing a small translator's 33 layers took.
+    """
+    collect = gc.collect
+    gc.collect = lambda *args, **kwargs: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        gc.collect()

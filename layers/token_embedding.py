@@ -15,8 +15,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from .keras_internals import mark_quantized
 from .validation import positive_int
-
 
 
 def _is_integer(x: Any) -> bool:
@@ -97,14 +97,53 @@ class TokenEmbedding(keras.layers.Layer):
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
 
     def build(self, input_shape: tuple | None = None) -> None:
-        self.embeddings = self.add_weight(
-            name="embeddings",
-            shape=(self.vocabulary_size, self.embedding_dim),
-            initializer=self.embeddings_initializer,
-            trainable=True,
-            autocast=False,
-        )
+        if self.quantization_mode == "int8":  # a quantized model being loaded
+            self._int8_build()
+        else:
+            self.embeddings = self.add_weight(
+                name="embeddings",
+                shape=(self.vocabulary_size, self.embedding_dim),
+                initializer=self.embeddings_initializer,
+                trainable=True,
+                autocast=False,
+            )
         self.built = True
+
+    def _int8_build(self) -> None:
+        """The int8 table and one float32 scale per row (per token): a row serves both ways,
+        as an embedding and as the weights of its token's logit."""
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocabulary_size, self.embedding_dim),
+            initializer="zeros", dtype="int8", trainable=False, autocast=False)
+        self.embeddings_scale = self.add_weight(
+            name="embeddings_scale", shape=(self.vocabulary_size,), initializer="ones",
+            dtype="float32", trainable=False, autocast=False)
+        mark_quantized(self)
+
+    def quantize(self, mode: str | None = None, type_check: bool = True,
+                 config: Any = None) -> None:
+        """Replaces the float table by int8 values and per-row scales, in place (Keras'
+        `Model.quantize("int8")` calls this, as for its own `Embedding`).
+
+        Row i is stored as `round(E[i] * s_i)` with `s_i = 127 / max|E[i]|`; lookups return
+        `q[i] / s_i`, and logits are `(h_q @ q^T) / (s_h * s)` with the hidden state `h`
+        quantized per position the same way (Keras' `Dense` int8 scheme).
+
+        Args:
+            mode: "int8"; other modes raise NotImplementedError (Keras then skips the layer).
+            type_check: unused (Keras' signature).
+            config: unused (Keras' signature).
+        """
+        if mode != "int8":
+            raise NotImplementedError(
+                f"TokenEmbedding quantizes to int8 only; got mode {mode!r}")
+        values, scale = keras.quantizers.abs_max_quantize(
+            ops.cast(self.embeddings, "float32"), axis=-1, to_numpy=True)
+        del self.embeddings
+        self._int8_build()
+        self.embeddings.assign(values)
+        self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
+        self.dtype_policy = f"int8_from_{self.dtype_policy.name}"
 
     def _check_ids(self, ids: Any) -> None:
         values = _concrete_values(ids)
@@ -125,6 +164,8 @@ class TokenEmbedding(keras.layers.Layer):
                     f"embedding_dim={self.embedding_dim}; got shape {tuple(inputs.shape)}"
                 )
             hidden = ops.cast(inputs, "float32")
+            if self.quantization_mode == "int8":
+                return self._int8_logits(hidden)
             table = ops.cast(self.embeddings, "float32")
             return ops.matmul(hidden, ops.transpose(table))  # (..., vocabulary_size)
         if not _is_integer(inputs):
@@ -133,10 +174,24 @@ class TokenEmbedding(keras.layers.Layer):
                 "(pass reverse=True to project hidden states to logits)"
             )
         self._check_ids(inputs)
-        embedded = ops.take(self.embeddings, inputs, axis=0)  # float32
+        embedded = ops.take(self.embeddings, inputs, axis=0)  # float32 (int8 when quantized)
+        if self.quantization_mode == "int8":
+            scale = ops.take(self.embeddings_scale, inputs, axis=0)
+            embedded = ops.cast(embedded, "float32") / ops.expand_dims(scale, -1)
         if self.scale:
             embedded = embedded * math.sqrt(self.embedding_dim)
         return ops.cast(embedded, self.compute_dtype)
+
+    def _int8_call(self, inputs: Any, reverse: bool = False) -> Any:
+        # Keras calls this instead of `call` once the layer is quantized; `call` reads the
+        # int8 table itself.
+        return self.call(inputs, reverse=reverse)
+
+    def _int8_logits(self, hidden: Any) -> Any:
+        """`hidden @ E^T` from the int8 table: an int8 x int8 product with int32 sums."""
+        hidden_q, hidden_scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)
+        logits = ops.matmul(hidden_q, ops.transpose(self.embeddings))  # int32
+        return ops.cast(logits, "float32") / (hidden_scale * self.embeddings_scale)
 
     def compute_mask(self, inputs: Any, previous_mask: Any = None) -> Any:
         # Hidden states (reverse=True) keep whatever mask they carry: it marks the padded

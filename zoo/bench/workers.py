@@ -43,14 +43,20 @@ def _vit_shape(work: str) -> tuple[dict, int]:
 
 
 # ---------------------------------------------------------------------- vision
-def keras_vit_step(work: str, system: str) -> tuple[Callable[[], Any], int]:
+def keras_vit_step(work: str, system: str, int8: bool = False
+                   ) -> tuple[Callable[[], Any], int]:
     """`(step, batch)`: one `train_on_batch` / `predict_on_batch` (Keras's compiled steps) of
-    `keras_vit_model`, and the images it takes."""
+    `keras_vit_model` (with `int8`, the zoo's quantized first), and the images it takes."""
     import keras
     import numpy as np
 
     shape, batch = _vit_shape(work)
     model, images = keras_vit_model(system, shape, batch)
+    if int8:
+        from zoo.models.quantization import quantize_model
+
+        model(images[:1])
+        quantize_model(model)
     labels = np.random.default_rng(1).integers(0, shape["num_classes"], batch)
     if work == "vit-tiny-train":
         model.compile(optimizer=keras.optimizers.AdamW(1e-3),
@@ -59,10 +65,26 @@ def keras_vit_step(work: str, system: str) -> tuple[Callable[[], Any], int]:
     return lambda: np.asarray(model.predict_on_batch(images)), batch
 
 
-def keras_vit(work: str, system: str, seconds: float) -> float:
+def keras_vit(work: str, system: str, seconds: float, int8: bool = False) -> float:
     """Images per second of `keras_vit_step`."""
-    step, batch = keras_vit_step(work, system)
+    step, batch = keras_vit_step(work, system, int8)
     return measure(step, batch, seconds)
+
+
+def int8_and_float(work: str, system: str, seconds: float) -> list[dict]:
+    """An int8 work's job: the float32 and the int8 rate of `work` less its "-int8", in one
+    process, each a variant."""
+    base = work.removesuffix("-int8")
+    results = []
+    for variant in ("float32", "int8"):
+        if base.startswith("vit"):
+            rate = keras_vit(base, system, seconds, int8=variant == "int8")
+        elif system == "zoo":
+            rate = zoo_translation(base, seconds, int8=variant == "int8")
+        else:
+            rate = ctranslate2_translation(base, seconds, compute_type=variant)
+        results.append({"variant": variant, "rate": rate})
+    return results
 
 
 def timm_vit(work: str, system: str, seconds: float) -> tuple[float, str]:
@@ -98,7 +120,7 @@ def timm_vit(work: str, system: str, seconds: float) -> tuple[float, str]:
 
 # ---------------------------------------------------------------------- translation
 def _mt_beam(work: str) -> int:
-    return 4 if work == "mt-beam4" else 1
+    return 4 if work.startswith("mt-beam4") else 1
 
 
 def random_source(rng: Any, end_id: int, low: int = 4) -> Any:
@@ -111,10 +133,11 @@ def random_source(rng: Any, end_id: int, low: int = 4) -> Any:
     return ids.astype(np.int64)
 
 
-def zoo_translation(work: str, seconds: float) -> float:
+def zoo_translation(work: str, seconds: float, int8: bool = False) -> float:
     """The zoo's Translator with random weights; `Translator.search` (compiled). The end token
     is suppressed so that every sentence gets all its new tokens, as HF's
-    `min_new_tokens` and CTranslate2's `min_decoding_length` do."""
+    `min_new_tokens` and CTranslate2's `min_decoding_length` do. With `int8`, quantized
+    first (`zoo.models.quantization.quantize_model`)."""
     import keras
     import numpy as np
 
@@ -124,6 +147,10 @@ def zoo_translation(work: str, seconds: float) -> float:
     keras.utils.set_random_seed(0)
     model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)
     model.ensure_built()
+    if int8:
+        from zoo.models.quantization import quantize_model
+
+        quantize_model(model)
     source = random_source(np.random.default_rng(0), END_ID).astype("int32")
     new = SETTINGS["mt_new_tokens"]
     beam = _mt_beam(work)
@@ -199,8 +226,10 @@ def hf_translation(work: str, seconds: float) -> float:
     return measure(step, source.shape[0] * new, seconds)
 
 
-def ctranslate2_translation(work: str, seconds: float) -> float:
-    """CTranslate2 running the same Marian model after its `TransformersConverter`."""
+def ctranslate2_translation(work: str, seconds: float, compute_type: str = "default"
+                            ) -> float:
+    """CTranslate2 running the same Marian model after its `TransformersConverter`, its
+    weights in `compute_type` ("int8": quantized as it loads)."""
     import ctranslate2
     import numpy as np
 
@@ -211,7 +240,8 @@ def ctranslate2_translation(work: str, seconds: float) -> float:
         ctranslate2.converters.TransformersConverter(str(hf_folder)).convert(
             str(folder), force=True)
     translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=1,
-                                        intra_threads=os.cpu_count() or 1)
+                                        intra_threads=os.cpu_count() or 1,
+                                        compute_type=compute_type)
     ids = random_source(np.random.default_rng(0), tokenizer.eos_token_id, low=2)
     source = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in ids]
     new = SETTINGS["mt_new_tokens"]
@@ -282,6 +312,8 @@ def run(work: str, system: str, seconds: float, dry_run: bool = False) -> list[d
         return gpu.run(work, system, seconds, dry_run)
     if work == "mt-served":
         return [dict(r, unit=unit) for r in served_translation(seconds)]
+    if work in GROUPS["int8"]:
+        return [dict(r, unit=unit) for r in int8_and_float(work, system, seconds)]
     detail = ""
     if work.startswith("vit"):
         if system.startswith("timm"):

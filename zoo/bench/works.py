@@ -24,6 +24,9 @@ _VISION = (("zoo", "tensorflow"), ("zoo", "jax"), ("timm", "torch"),
            ("timm-compiled", "torch"), ("keras-hub", "jax"))
 _TRANSLATION = (("zoo", "tensorflow"), ("zoo", "jax"), ("hf", "torch"),
                 ("ctranslate2", "ctranslate2"))
+# int8 beside float32, in each job (`zoo.bench.workers.int8_and_float`).
+_INT8_TRANSLATION = (("zoo", "tensorflow"), ("zoo", "jax"), ("ctranslate2", "ctranslate2"))
+_INT8_VISION = (("zoo", "tensorflow"), ("zoo", "jax"))
 # The GPU machine has no TensorFlow (../shared/gpu/README.md): the zoo runs on JAX there.
 _GPU_VISION = (("zoo", "jax"), ("timm", "torch"), ("timm-compiled", "torch"),
                ("keras-hub", "jax"))
@@ -55,6 +58,13 @@ WORKS: dict[str, Work] = {w.name: w for w in (
          "32 Multi30k test_2016_flickr sentences: the export's serving_default as TF Serving "
          "runs it (a TF1 session, XLA off) and the Python API, batch 1 and 32", "sentences/s",
          (("zoo", "tensorflow"),)),
+    Work("mt-greedy-int8", "mt-greedy with int8 weights (the zoo: Keras' per-channel int8, "
+         "zoo.models.quantization; CTranslate2: compute_type int8 on the same converted "
+         "model), each job timing its float32 too", "tokens/s", _INT8_TRANSLATION),
+    Work("mt-beam4-int8", "mt-beam4 with int8 weights, beside float32 (as mt-greedy-int8)",
+         "tokens/s", _INT8_TRANSLATION),
+    Work("vit-tiny-infer-int8", "vit-tiny-infer with int8 weights, beside float32",
+         "images/s", _INT8_VISION),
     # The GPU works (`GPU_SETTINGS`, `gpu_work_settings`).
     Work("vit-b16-train", "ViT-B/16, 224 px, 1000 classes: AdamW train step, batch 256, "
          "inputs on the device, bf16 mixed precision on a GPU", "images/s", _GPU_VISION),
@@ -76,6 +86,7 @@ WORKS: dict[str, Work] = {w.name: w for w in (
 GROUPS: dict[str, tuple[str, ...]] = {
     "cpu": ("vit-tiny-train", "vit-tiny-infer", "vit-b16-infer", "mt-greedy", "mt-beam4",
             "mt-served"),
+    "int8": ("mt-greedy-int8", "mt-beam4-int8", "vit-tiny-infer-int8"),
     "gpu": ("vit-b16-train", "vit-b16-infer-512", "mt-base-train", "mt-base-greedy",
             "mt-base-beam4", "vit-cifar-small-train"),
 }

@@ -215,6 +215,29 @@ def cmd_export(args: argparse.Namespace) -> None:
     print(path)
 
 
+def cmd_quantize(args: argparse.Namespace) -> None:
+    """`zoo quantize`: the model with int8 weights, as a .keras file or a model folder (with
+    its manifest); prints the model file written."""
+    import zoo
+    from zoo.hub.loader import MODEL_FILE, write_manifest
+    from zoo.models.quantization import quantize_model
+    from zoo.training.file_store import write_atomically
+
+    folder = None if args.output.endswith(".keras") else os.path.abspath(args.output)
+    out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
+    if os.path.exists(out) and not args.force:
+        raise FileExistsError(f"{out} exists; --force replaces it")
+    model = quantize_model(zoo.load(args.model), args.mode)
+    write_atomically(out, model.save)  # the old file stays until the new one is whole
+    if folder:
+        kinds = {"Translator": "translator", "VisionTransformer": "vit",
+                 "SentenceEncoder": "sentence-encoder"}
+        write_manifest(folder, kind=kinds[type(model).__name__],
+                       description=f"{args.model} with {args.mode} weights",
+                       quantization=args.mode)
+    print(out)
+
+
 def cmd_convert(args: argparse.Namespace) -> None:
     """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
     from zoo import converters

@@ -45,7 +45,7 @@ OWN_FOLDERS = ("zoo", "layers", "training")
 # Commands that load Keras (and TensorFlow): they run behind the stderr chatter filter. `zoo
 # models`, `--help` and argument errors import neither.
 TENSORFLOW_COMMANDS = ("translate", "classify", "train", "finetune", "evaluate", "export",
-                       "convert")
+                       "convert", "quantize")
 RECIPE_COMMANDS = ("train", "finetune")
 # Keras 3's backends (keras.src.backend.config): what KERAS_BACKEND may name.
 KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
@@ -223,7 +223,7 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     from zoo.hub.handles import is_handle  # a hub-layout folder converts when loaded, not here
 
     model = getattr(args, "model", None)
-    if (args.command in ("translate", "classify", "evaluate", "export")
+    if (args.command in ("translate", "classify", "evaluate", "export", "quantize")
             and isinstance(model, str) and "://" not in model and not is_handle(model)
             and hasattr(registry, "resolve")):
         try:

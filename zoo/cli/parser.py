@@ -8,6 +8,7 @@
     zoo evaluate translator --model M --source F --reference F
     zoo evaluate vit --model M --data DIR|tfds:NAME[:SPLIT] [--confusion-matrix FILE.png]
     zoo export M --output DIR [--version N]
+    zoo quantize M --output FILE.keras|DIR [--force]
     zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
     zoo bench ...
 
@@ -26,6 +27,7 @@ from zoo.cli.commands import (
     cmd_evaluate,
     cmd_export,
     cmd_models,
+    cmd_quantize,
     cmd_train,
     cmd_translate,
 )
@@ -33,7 +35,8 @@ from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
 from zoo.recipes.settings import POSITIVE_INT
 from zoo.version import zoo_version
 
-DESCRIPTION = "The `zoo` command: list, translate, classify, train, evaluate and export models."
+DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, export and "
+               "quantize models.")
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
 # A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
@@ -92,6 +95,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
         _add_recipe_command(sub, command, help_text, recipes)
     _add_evaluate(sub)
     _add_export(sub)
+    _add_quantize(sub)
     _add_convert(sub)
     _add_bench(sub)
     return parser
@@ -162,6 +166,17 @@ def _add_export(sub: Any) -> None:
                    help="translator: length-penalty exponent in the graph")
     p.add_argument("--top-k", type=POSITIVE, default=5, help="vit: labels returned per image")
     p.set_defaults(func=cmd_export)
+
+
+def _add_quantize(sub: Any) -> None:
+    p = _subcommand(sub, "quantize", "store a model's weights as int8 (Keras' per-channel "
+                                     "int8): a smaller file that loads, runs and exports")
+    p.add_argument("model", help=MODEL_HELP)
+    p.add_argument("--output", required=True, metavar="PATH",
+                   help="a .keras file, or a folder for model.keras and manifest.json")
+    p.add_argument("--mode", default="int8", choices=["int8"], help="quantization mode")
+    p.add_argument("--force", action="store_true", help="replace an existing model file")
+    p.set_defaults(func=cmd_quantize)
 
 
 def _add_convert(sub: Any) -> None:

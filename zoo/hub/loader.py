@@ -279,8 +279,10 @@ def load(name_or_path: str, compile: bool = False,
     if expect is not None and not isinstance(model, expect):
         raise UserError(f"{name_or_path!r} is a {type(model).__name__}, not a "
                         f"{expect.__name__}")
+    from zoo.models.quantization import settle_loaded_policies
     from zoo.models.vit.model import VisionTransformer
 
+    settle_loaded_policies(model)  # an int8 model's layers, each with its own policy
     if isinstance(model, VisionTransformer):
         # Keras' own `model.export` takes only a model that was called once (it reads the
         # input signature of that call): a symbolic call costs nothing.

@@ -208,7 +208,7 @@ def test_the_gpu_group_plans_anchors_systems_and_the_default_stays_the_cpu_works
         ["vit-b16-train"] + [w for w in GROUPS["gpu"] if w != "vit-b16-train"]
         + ["mt-greedy"])
     # Every work is in exactly one group, and the default (`cpu`) has no GPU work.
-    assert sorted(GROUPS["cpu"] + GROUPS["gpu"]) == sorted(WORKS)
+    assert sorted(GROUPS["cpu"] + GROUPS["int8"] + GROUPS["gpu"]) == sorted(WORKS)
     assert not set(GROUPS["cpu"]) & set(GROUPS["gpu"])
     assert set(GROUPS["cpu"]) == {"vit-tiny-train", "vit-tiny-infer", "vit-b16-infer",
                                   "mt-greedy", "mt-beam4", "mt-served"}

@@ -1,0 +1,208 @@
+"""int8 models (`zoo.models.quantization`): outputs near the float model's, save and load
+round trips on the backend in use (run this file with KERAS_BACKEND=jax too), sizes, and
+bad input as one line."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from zoo.models.quantization import quantization_mode, quantize_model, quantized_layers
+from zoo.models.sentence_encoder.model import SentenceEncoder
+from zoo.models.translator.model import Translator
+from zoo.models.vit.model import VisionTransformer
+
+# Wide enough that the kernels, not the scales and the float norms, fill the file.
+VIT = dict(image_size=16, patch_size=4, num_classes=10, hidden_dim=64, num_layers=2,
+           num_heads=4, intermediate_dim=128, head_initializer="glorot_uniform", dropout=0.0)
+TRANSLATOR = dict(vocabulary_size=300, hidden_dim=64, num_encoder_layers=2,
+                  num_decoder_layers=2, num_heads=4, intermediate_dim=128, dropout=0.0,
+                  max_source_length=12, max_target_length=12)
+ENCODER = dict(vocabulary_size=300, num_layers=2, num_heads=4, hidden_dim=64,
+               intermediate_dim=128, max_positions=16)
+
+
+def vit(**overrides) -> VisionTransformer:
+    keras.utils.set_random_seed(0)
+    model = VisionTransformer(**{**VIT, **overrides})
+    model(np.zeros((1, 16, 16, 3), "uint8"))
+    return model
+
+
+def translator(**overrides) -> Translator:
+    keras.utils.set_random_seed(0)
+    model = Translator(**{**TRANSLATOR, **overrides})
+    model.ensure_built()
+    return model
+
+
+def encoder() -> SentenceEncoder:
+    keras.utils.set_random_seed(0)
+    return SentenceEncoder(**ENCODER)  # built by its constructor
+
+
+def images(n: int = 16) -> np.ndarray:
+    return np.random.default_rng(1).integers(0, 256, (n, 16, 16, 3)).astype("uint8")
+
+
+def pair(n: int = 8, length: int = 10) -> dict:
+    rng = np.random.default_rng(2)
+    return {"source_ids": rng.integers(4, 300, (n, length)).astype("int32"),
+            "target_ids": rng.integers(4, 300, (n, length)).astype("int32")}
+
+
+def encoder_inputs(n: int = 8, length: int = 10) -> dict:
+    rng = np.random.default_rng(3)
+    return {"token_ids": rng.integers(1, 300, (n, length)).astype("int32"),
+            "padding_mask": np.ones((n, length), "int32")}
+
+
+def _run(model: keras.Model) -> np.ndarray:
+    if isinstance(model, VisionTransformer):
+        return np.asarray(model(images()))
+    if isinstance(model, Translator):
+        return np.asarray(model(pair()))
+    return np.asarray(model(encoder_inputs()))
+
+
+# ---------------------------------------------------------------------- numbers
+def test_every_projection_and_the_tied_embedding_hold_int8():
+    model = quantize_model(translator())
+    kinds = {type(layer).__name__ for layer in quantized_layers(model)}
+    assert kinds == {"Dense", "EinsumDense", "TokenEmbedding"}
+    # 2 blocks x (4 + 2) + 2 blocks x (4 + 4 + 2) projections and the embedding.
+    assert len(quantized_layers(model)) == 12 + 20 + 1
+    assert quantization_mode(model) == "int8"
+    assert model.embedding.embeddings.dtype == "int8"
+
+
+def test_vit_logits_stay_near_the_float_model_and_keep_the_ranking():
+    # Weights and each input row are rounded to 1/254 of their largest magnitude (per
+    # channel, per row); through two blocks that moves a logit by a few hundredths of the
+    # logits' spread, and the top class of random images rarely changes.
+    model = vit()
+    expected = _run(model)
+    found = _run(quantize_model(model))
+    spread = expected.max() - expected.min()
+    assert np.abs(found - expected).max() < 0.03 * spread
+    assert (found.argmax(-1) == expected.argmax(-1)).mean() >= 0.9
+
+
+def test_translator_logits_stay_near_the_float_model():
+    model = translator()
+    expected = _run(model)
+    found = _run(quantize_model(model))
+    spread = expected.max() - expected.min()
+    assert np.abs(found - expected).max() < 0.05 * spread
+    # The next-token probabilities: the float model's choice stays near the top.
+    assert (found.argmax(-1) == expected.argmax(-1)).mean() >= 0.9
+
+
+def test_sentence_embeddings_stay_near_the_float_model():
+    model = encoder()
+    expected = _run(model)
+    found = _run(quantize_model(model))
+    cosine = (expected * found).sum(-1)  # both unit vectors
+    assert cosine.min() > 0.99
+
+
+@pytest.mark.slow
+def test_greedy_search_after_quantizing_uses_the_int8_weights():
+    # A compiled search captured the float weights; quantizing drops it.
+    model = translator()
+    source = pair()["source_ids"][:2]
+    float_tokens, _ = model.search(source, beam_size=1, max_length=8)
+    quantize_model(model)
+    tokens, _ = model.search(source, beam_size=1, max_length=8)
+    step_logits = np.asarray(model.decode(tokens[:, :1] * 0 + model.special_ids()[0],
+                                          *model.encode(source)))
+    assert (tokens[:, 0] == step_logits[:, 0].argmax(-1)).all()
+    assert float_tokens.shape == tokens.shape
+
+
+# ---------------------------------------------------------------------- save and load
+@pytest.mark.parametrize("build", [translator, vit, encoder], ids=["translator", "vit",
+                                                                   "sentence-encoder"])
+def test_a_saved_int8_model_loads_with_the_same_outputs_and_saves_again(build, tmp_path):
+    model = quantize_model(build())
+    expected = _run(model)
+    model.save(tmp_path / "int8.keras")
+    loaded = zoo.load(str(tmp_path / "int8.keras"))
+    assert quantization_mode(loaded) == "int8"
+    np.testing.assert_array_equal(_run(loaded), expected)
+    loaded.save(tmp_path / "again.keras")  # Keras' layers save their scales again
+    np.testing.assert_array_equal(_run(zoo.load(str(tmp_path / "again.keras"))), expected)
+
+
+def test_keras_own_loader_reads_an_int8_file(tmp_path):
+    model = quantize_model(vit())
+    model.save(tmp_path / "int8.keras")
+    loaded = keras.saving.load_model(tmp_path / "int8.keras")
+    np.testing.assert_array_equal(_run(loaded), _run(model))
+
+
+def test_a_float_model_saves_as_before(tmp_path):
+    model = vit()
+    model.save(tmp_path / "float.keras")
+    assert not isinstance(model.dtype_policy, keras.dtype_policies.DTypePolicyMap)
+    assert quantization_mode(zoo.load(str(tmp_path / "float.keras"))) is None
+
+
+@pytest.mark.parametrize("build", [lambda: translator(vocabulary_size=1000, hidden_dim=128,
+                                                       intermediate_dim=512),
+                                   lambda: vit(hidden_dim=128, intermediate_dim=512)],
+                         ids=["translator", "vit"])
+def test_the_int8_file_is_at_most_035_of_the_float_file(build, tmp_path):
+    # Each stored variable costs about a kilobyte of HDF5 bookkeeping, whatever its size:
+    # the translator here is wide enough that its weights dominate, as in the shipped ones.
+    model = build()
+    model.save(tmp_path / "float.keras")
+    quantize_model(model).save(tmp_path / "int8.keras")
+    ratio = os.path.getsize(tmp_path / "int8.keras") / os.path.getsize(tmp_path / "float.keras")
+    assert ratio <= 0.35
+
+
+def test_a_loaded_float_model_quantizes_and_round_trips(tmp_path):
+    vit().save(tmp_path / "float.keras")
+    model = quantize_model(zoo.load(str(tmp_path / "float.keras")))
+    model.save(tmp_path / "int8.keras")
+    np.testing.assert_array_equal(_run(zoo.load(str(tmp_path / "int8.keras"))), _run(model))
+
+
+# ---------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("mode", ["int4", "INT8", None, 8])
+def test_an_unknown_mode_is_one_line(mode):
+    with pytest.raises(zoo.UserError, match="quantization mode must be one of int8; got") as e:
+        quantize_model(vit(), mode)
+    assert "\n" not in str(e.value) and repr(mode) in str(e.value)
+
+
+def test_another_kind_of_model_is_one_line():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(zoo.UserError, match="got a Sequential$"):
+        quantize_model(model)
+
+
+def test_quantizing_twice_is_one_line():
+    model = quantize_model(vit())
+    with pytest.raises(zoo.UserError, match="already quantized \\(int8\\)") as error:
+        quantize_model(model)
+    assert "\n" not in str(error.value)
+
+
+def test_lora_factors_must_be_merged_first():
+    model = vit()
+    model.enable_lora(2)
+    with pytest.raises(zoo.UserError, match="has LoRA factors .*merge_lora"):
+        quantize_model(model)
+
+
+def test_a_float16_model_is_refused_in_one_line():
+    keras.utils.set_random_seed(0)
+    model = VisionTransformer(**VIT, dtype="mixed_float16")
+    with pytest.raises(zoo.UserError, match="computes in float16 \\(mixed_float16\\)"):
+        quantize_model(model)

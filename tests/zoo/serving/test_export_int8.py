@@ -1,0 +1,95 @@
+"""Exports of int8 models: the float export's signatures, the same answers as the Python
+API when served as TF Serving serves them, and a smaller `variables/`."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from tests.zoo.conftest import serve
+from zoo.models.quantization import quantize_model
+from zoo.models.translator.model import Translator
+from zoo.models.vit.model import VisionTransformer
+from zoo.serving.export import export_model
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                                reason="export runs on the TensorFlow backend")
+
+VIT = dict(image_size=16, patch_size=4, num_classes=10, hidden_dim=128, num_layers=2,
+           num_heads=4, intermediate_dim=512, head_initializer="glorot_uniform", dropout=0.0,
+           class_names=[f"class_{i}" for i in range(10)])
+
+
+def _signatures(version) -> dict:
+    """`{name: (input specs, output specs)}` of a SavedModel's signatures."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(version))
+    found = {}
+    for name, function in loaded.signatures.items():
+        inputs = {k: (v.dtype.name, tuple(v.shape.as_list()))
+                  for k, v in function.structured_input_signature[1].items()}
+        outputs = {k: (v.dtype.name, tuple(v.shape.as_list()))
+                   for k, v in function.structured_outputs.items()}
+        found[name] = (inputs, outputs)
+    return found
+
+
+def _size(folder) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+@pytest.fixture(scope="module")
+def vit_exports(tmp_path_factory):
+    keras.utils.set_random_seed(0)
+    model = VisionTransformer(**VIT)
+    model(np.zeros((1, 16, 16, 3), "uint8"))
+    repository = tmp_path_factory.mktemp("repository")
+    float_version = export_model(model, repository, name="vit-float")
+    quantize_model(model)
+    int8_version = export_model(model, repository, name="vit-int8")
+    return model, float_version, int8_version
+
+
+def test_int8_vit_export_has_the_float_export_s_signatures(vit_exports):
+    _, float_version, int8_version = vit_exports
+    assert _signatures(int8_version) == _signatures(float_version)
+
+
+def test_int8_vit_served_labels_equal_the_python_api(vit_exports):
+    import tensorflow as tf
+
+    model, _, version = vit_exports
+    pixels = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype("uint8")
+    images = [tf.io.encode_png(p).numpy() for p in pixels]
+    out = serve(version, {"images": images})
+    expected = model.classify(pixels, top_k=5)
+    assert [row[0] for row in out["labels"]] == [row[0][0] for row in expected]
+    np.testing.assert_allclose([row[0] for row in out["probabilities"]],
+                               [row[0][1] for row in expected], atol=1e-4)
+
+
+def test_int8_vit_variables_are_at_most_035_of_the_float_ones(vit_exports):
+    _, float_version, int8_version = vit_exports
+    ratio = _size(int8_version / "variables") / _size(float_version / "variables")
+    assert ratio <= 0.35
+
+
+@pytest.mark.slow
+def test_int8_translator_export_keeps_signatures_and_answers_as_the_python_api(
+        small_tokenizer, tmp_path):
+    keras.utils.set_random_seed(3)
+    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=64,
+                                         intermediate_dim=256, num_heads=4,
+                                         max_source_length=32, max_target_length=16)
+    model.ensure_built()
+    float_version = export_model(model, tmp_path, name="mt-float", beam_size=2)
+    quantize_model(model)
+    version = export_model(model, tmp_path, name="mt-int8", beam_size=2)
+    assert _signatures(version) == _signatures(float_version)
+    texts = ["A dog runs on the beach.", "Two men talk.", ""]
+    assert serve(version, {"sentences": texts})["translations"] == model.translate(
+        texts, beam_size=2)
+    ratio = _size(version / "variables") / _size(float_version / "variables")
+    assert ratio <= 0.35

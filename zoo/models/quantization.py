@@ -1,0 +1,160 @@
+"""int8 weights for the zoo's models, through Keras' own quantization.
+
+    model = zoo.load("translator-multi30k-en-de")
+    quantize_model(model)               # in place: Keras' `Model.quantize("int8")`
+    model.save("translator-int8.keras") # loads with zoo.load / keras.saving.load_model
+    model.translate(["A dog runs."])
+
+What changes (Keras' int8 scheme, as its `Dense`, `EinsumDense` and `Embedding` have it):
+every `Dense` and `EinsumDense` kernel is stored as int8 with one float32 scale per output
+channel (abs-max: `q = round(w * 127 / max|w|)`), and at call time each input row is
+quantized the same way on the fly, so the product is int8 x int8 with int32 sums, rescaled
+to float. The zoo's `TokenEmbedding` (the translator's tied embedding and output projection,
+the sentence encoder's word table) keeps one scale per token row, which serves both the
+lookup and that token's logit; Keras' `Embedding` likewise. Biases, norms, position tables,
+the ViT's patch projection (a convolution), class token and float32 head stay as they are:
+together under 1% of the weights.
+
+Saving: Keras saves a subclassed model's config, not its layers', and our layers create
+their float sub-layers in `build()`; so the model's own dtype policy becomes a
+`keras.dtype_policies.DTypePolicyMap` naming each quantized layer by its path inside the
+model (`encoder_0/self_attention/query`, with or without the model's name in front). A
+loaded model hands that map to its layers as
+they are built, and each layer the map names builds int8 variables before the weights load
+(keras-hub's quantized presets work the same way). A float model's config is unchanged.
+`zoo.load` then gives each layer its own policy from the map (`settle_loaded_policies`):
+Keras' layers save their scales only when their own policy says int8.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import keras
+
+from zoo.errors import UserError
+from zoo.layers.keras_internals import (nested_layers, one_garbage_collection,
+                                        resolve_policy_map)
+
+MODES = ("int8",)
+# The model classes whose saving and serving the zoo checks with int8 weights.
+QUANTIZABLE = ("Translator", "VisionTransformer", "SentenceEncoder")
+
+
+def quantized_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The layers of `model` that hold quantized weights (empty for a float model)."""
+    return [layer for layer in nested_layers(model)
+            if layer.quantization_mode is not None]
+
+
+def quantization_mode(model: keras.Model) -> str | None:
+    """"int8" for a model that `quantize_model` quantized (or one loaded from its file),
+    None for a float model."""
+    modes = {layer.quantization_mode for layer in quantized_layers(model)}
+    return modes.pop() if len(modes) == 1 else (None if not modes else "mixed")
+
+
+def _check(model: Any, mode: Any) -> None:
+    if not isinstance(mode, str) or mode not in MODES:
+        raise UserError(f"quantization mode must be one of {', '.join(MODES)}; got {mode!r}")
+    kind = type(model).__name__
+    if not isinstance(model, keras.Model) or kind not in QUANTIZABLE:
+        raise UserError(f"quantize takes a {', '.join(QUANTIZABLE[:-1])} or "
+                        f"{QUANTIZABLE[-1]}; got a {kind}")
+    if quantization_mode(model) is not None:
+        raise UserError(f"this {kind} is already quantized ({quantization_mode(model)}); "
+                        "quantize the float model")
+    lora = getattr(model, "lora_layers", lambda: [])()
+    if lora:
+        raise UserError(f"this {kind} has LoRA factors ({lora[0].path}); merge_lora() it "
+                        "before quantizing")
+    if model.compute_dtype == "float16":
+        raise UserError(f"int8 weights need a float32 or bfloat16 model; this {kind} "
+                        f"computes in float16 ({model.dtype_policy.name})")
+
+
+def _ensure_built(model: keras.Model) -> None:
+    """Builds every variable (Keras quantizes built layers only)."""
+    if hasattr(model, "ensure_built"):  # Translator
+        model.ensure_built()
+    elif not model.built:
+        model.build(None if type(model).__name__ == "SentenceEncoder"
+                    else (None, *model.image_shape))
+
+
+def _policy_map(model: keras.Model) -> keras.dtype_policies.DTypePolicyMap:
+    """The model's policy with an entry for every quantized layer: the layer's path inside
+    the model, with or without the model's name in front (a model that Keras builds from
+    its build config, as the ViT, names itself in its layers' paths; one built by its first
+    call, as the translator, does not), as a pattern that `DTypePolicyMap` matches whole."""
+    prefix = f"{model.path}/" if model.path else ""
+    optional_name = f"(?:{re.escape(model.name)}/)?"
+    policies = {optional_name + re.escape(layer.path.removeprefix(prefix)): layer.dtype_policy
+                for layer in quantized_layers(model)}
+    return keras.dtype_policies.DTypePolicyMap(default_policy=model.dtype_policy,
+                                               policy_map=policies)
+
+
+def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
+    """Quantizes a zoo model's weights to int8 in place, so that it computes, saves, loads
+    and exports as an int8 model.
+
+    Keras' `Model.quantize(mode)` quantizes every `Dense`, `EinsumDense` and `Embedding`,
+    and the zoo's `TokenEmbedding`, per output channel (per token for embeddings); the
+    model's dtype policy then names those layers, so that `model.save` writes a file that
+    `zoo.load` and `keras.saving.load_model` rebuild with int8 weights. Compiled searches
+    and predict functions are dropped (they read the float weights).
+
+    Args:
+        model: a `Translator`, `VisionTransformer` or `SentenceEncoder` with float weights
+            (float32 or bfloat16), without LoRA factors (merge them first).
+        mode: "int8".
+
+    Returns:
+        The same model.
+
+    Raises:
+        zoo.UserError: another mode, another kind of model, a model already quantized, one
+            with LoRA factors, or a float16 model.
+
+    Example:
+    >>> import numpy as np
+    >>> from zoo.models.vit.model import VisionTransformer
+    >>> model = VisionTransformer.from_architecture("vit-cifar-tiny", num_layers=1)
+    >>> model = quantize_model(model)
+    >>> str(model.encoder_blocks[0].feed_forward.intermediate_dense.kernel.dtype)
+    'int8'
+    """
+    _check(model, mode)
+    _ensure_built(model)
+    with warnings.catch_warnings(), one_garbage_collection():
+        # Keras warns for every layer without a `quantize` (norms, dropout, the position
+        # tables): those stay float on purpose.
+        warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+        # Only the layers that share the model's policy: a loaded model hands its policy
+        # map to those alone (a layer made with its own dtype, as the ViT's float32 head,
+        # is built from that dtype and stays float).
+        model.quantize(mode, filters=lambda layer: layer.dtype_policy is model.dtype_policy)
+    model.dtype_policy = _policy_map(model)
+    if hasattr(model, "_search_functions"):  # Translator: compiled with the float weights
+        model._search_functions = {}
+    return model
+
+
+def settle_loaded_policies(model: keras.Model) -> keras.Model:
+    """After loading a quantized model's file: every layer of `model` gets its own policy
+    from the model's `DTypePolicyMap`, as `quantize_model` left them, so that the model
+    saves again with its scales. `zoo.load` calls this; a float model is left as it is.
+
+    Args:
+        model: a built model, as `keras.saving.load_model` returns it.
+
+    Returns:
+        The same model.
+    """
+    if isinstance(model.dtype_policy, keras.dtype_policies.DTypePolicyMap):
+        for layer in nested_layers(model):
+            resolve_policy_map(layer)
+    return model
