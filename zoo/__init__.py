@@ -41,10 +41,11 @@ _LAZY = {
     "list_models": ("zoo.hub.loader", "list_models"),
     "load": ("zoo.hub.loader", "load"),
     "load_weights": ("zoo.hub.loader", "load_weights"),
+    "quantize": ("zoo.models.quantization", "quantize_model"),
 }
 
 __all__ = ["MarianTokenizer", "SentenceEncoder", "SubwordTokenizer", "Translator", "UserError",
-           "VisionTransformer", "export", "list_models", "load", "load_weights"]
+           "VisionTransformer", "export", "list_models", "load", "load_weights", "quantize"]
 
 if TYPE_CHECKING:
     from zoo.errors import UserError  # noqa: F401
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from zoo.text.tokenizer import SubwordTokenizer  # noqa: F401
     from zoo.hub.loader import list_models, load, load_weights  # noqa: F401
     from zoo.serving.export import export_model as export  # noqa: F401
+    from zoo.models.quantization import quantize_model as quantize  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
