@@ -101,13 +101,10 @@ def extract_archive(
     destination = Path(destination)
     record = {"archive": archive_path.name, "sha256": digest, "limit_per_class": limit_per_class}
     marker = destination / _MARKER
+    if _holds(destination, record):
+        return destination
     if marker.is_file():
-        try:
-            if json.loads(marker.read_text()) == record:
-                return destination
-        except (OSError, ValueError):
-            pass  # An unreadable marker means: extract again.
-        marker.unlink()
+        marker.unlink(missing_ok=True)  # another extraction's, or unreadable: extract again
 
     # In the cache, extract beside the destination and rename: a concurrent run never sees
     # half a folder. A destination the caller chose is extracted into in place; if this
@@ -130,6 +127,9 @@ def extract_archive(
                 (target / _MARKER).unlink(missing_ok=True)
         raise
     if in_cache:
+        if _holds(destination, record):  # another process finished it while this one ran:
+            shutil.rmtree(target, ignore_errors=True)  # keep theirs, which may be in use
+            return destination
         if destination.exists():
             shutil.rmtree(destination)
         try:
@@ -137,6 +137,14 @@ def extract_archive(
         except OSError:  # another process finished the same extraction first
             shutil.rmtree(target, ignore_errors=True)
     return destination
+
+
+def _holds(folder: Path, record: dict) -> bool:
+    """Whether `folder` is a finished extraction of `record` (its marker says so)."""
+    try:
+        return json.loads((folder / _MARKER).read_text()) == record
+    except (OSError, ValueError):
+        return False
 
 
 def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,

@@ -4,6 +4,7 @@ as far as it needs."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -109,3 +110,29 @@ def test_unsafe_members_are_still_refused_into_the_cache(tmp_path):
         extract_archive(path, limit_per_class=1)
     folder = archives.cached_archive_dir(path)
     assert not folder.exists() or not list(folder.iterdir()), "nothing half-extracted stays"
+
+
+def test_an_extraction_another_process_finished_first_is_kept_not_replaced(tmp_path,
+                                                                          monkeypatch):
+    """Two runs (or test workers) extract the same archive at once: the one that finishes
+    second keeps the first one's folder, which may already be read, and drops its own."""
+    archive = _archive(tmp_path / "small.tar.gz")
+    extract = archives._extract
+    theirs: list[Path] = []
+
+    def finished_elsewhere_meanwhile(archive_path, target, *args):
+        destination = target.parent / "all"
+        extract(archive_path, destination, *args)  # the other process's whole extraction
+        marker = {"archive": archive.name, "sha256": archive_sha256(archive),
+                  "limit_per_class": None}
+        (destination / archives._MARKER).write_text(json.dumps(marker))
+        (destination / "in-use").write_text("read by the other process")
+        theirs.append(destination)
+        extract(archive_path, target, *args)
+
+    monkeypatch.setattr(archives, "_extract", finished_elsewhere_meanwhile)
+    folder = extract_archive(archive)
+    assert theirs == [folder]
+    assert (folder / "in-use").exists(), "the other process's folder was replaced"
+    assert len(list((folder / "train" / "cat").iterdir())) == 5
+    assert not list(folder.parent.glob(".*partial*")), "no partial folder is left behind"
