@@ -20,7 +20,8 @@ def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any
     first ones, every leading axis of x folded into the rows.
 
     The same numbers as the `EinsumDense` call, to float rounding. A quantized layer
-    (`model.quantize(...)`: an integer kernel and its scales) runs its own call.
+    (`model.quantize(...)`: an integer kernel and its scales) runs its own call, on the
+    route its input quantizer picks (`layers/int8_route.py`).
 
     Args:
         dense: a built `EinsumDense` whose equation contracts x's last `input_axes` axes

@@ -115,6 +115,17 @@ def in_xla_compiled_graph() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def set_inputs_quantizer(layer: keras.layers.Layer, quantizer: Any) -> None:
+    """Gives an int8 `Dense` or `EinsumDense` the quantizer it applies to its inputs.
+
+    Keras' `_int8_build` sets `layer.inputs_quantizer` (an `AbsMaxQuantizer`, or None for
+    weight-only int8), and `_int8_call` reads it as the call is traced: `if
+    self.inputs_quantizer:` the inputs are quantized and the product is int8 x int8;
+    otherwise the product is float, against the kernel cast to the compute dtype.
+    """
+    layer.inputs_quantizer = quantizer
+
+
 def mark_quantized(layer: keras.layers.Layer) -> None:
     """Tells Keras that `layer` holds quantized variables now (its own `quantize` or a build
     under a quantized dtype policy made them), as Keras' `Dense` and `Embedding` do.

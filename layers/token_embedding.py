@@ -15,6 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from .int8_route import int8_products_here
 from .keras_internals import mark_quantized
 from .validation import positive_int
 
@@ -188,7 +189,11 @@ class TokenEmbedding(keras.layers.Layer):
         return self.call(inputs, reverse=reverse)
 
     def _int8_logits(self, hidden: Any) -> Any:
-        """`hidden @ E^T` from the int8 table: an int8 x int8 product with int32 sums."""
+        """`hidden @ E^T` from the int8 table: an int8 x int8 product with int32 sums where
+        that is the fast route (`int8_products_here`), else float against the widened table."""
+        if not int8_products_here():
+            logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+            return logits / self.embeddings_scale
         hidden_q, hidden_scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)
         logits = ops.matmul(hidden_q, ops.transpose(self.embeddings))  # int32
         return ops.cast(logits, "float32") / (hidden_scale * self.embeddings_scale)

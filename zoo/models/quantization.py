@@ -7,9 +7,12 @@
 
 What changes (Keras' int8 scheme, as its `Dense`, `EinsumDense` and `Embedding` have it):
 every `Dense` and `EinsumDense` kernel is stored as int8 with one float32 scale per output
-channel (abs-max: `q = round(w * 127 / max|w|)`), and at call time each input row is
-quantized the same way on the fly, so the product is int8 x int8 with int32 sums, rescaled
-to float. The zoo's `TokenEmbedding` (the translator's tied embedding and output projection,
+channel (abs-max: `q = round(w * 127 / max|w|)`). Where int8 products are the fast route
+(JAX, and TensorFlow under XLA: the translator's searches) each input row is quantized the
+same way on the fly, so the product is int8 x int8 with int32 sums, rescaled to float; on
+TensorFlow without XLA (`predict` on a CPU, an exported SavedModel as the model server runs
+it), whose int8 matrix product is slower than its float32 one, the int8 weights are widened
+to float32 at call time instead (`zoo.layers.int8_route`, `route_int8_layers`). The zoo's `TokenEmbedding` (the translator's tied embedding and output projection,
 the sentence encoder's word table) keeps one scale per token row, which serves both the
 lookup and that token's logit; Keras' `Embedding` likewise. Biases, norms, position tables,
 the ViT's patch projection (a convolution), class token and float32 head stay as they are:
@@ -35,6 +38,7 @@ from typing import Any
 import keras
 
 from zoo.errors import UserError
+from zoo.layers.int8_route import route_int8_layer
 from zoo.layers.keras_internals import (nested_layers, one_garbage_collection,
                                         resolve_policy_map)
 
@@ -138,6 +142,7 @@ def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
         # is built from that dtype and stays float).
         model.quantize(mode, filters=lambda layer: layer.dtype_policy is model.dtype_policy)
     model.dtype_policy = _policy_map(model)
+    route_int8_layers(model)
     if hasattr(model, "_search_functions"):  # Translator: compiled with the float weights
         model._search_functions = {}
     return model
@@ -157,4 +162,21 @@ def settle_loaded_policies(model: keras.Model) -> keras.Model:
     if isinstance(model.dtype_policy, keras.dtype_policies.DTypePolicyMap):
         for layer in nested_layers(model):
             resolve_policy_map(layer)
+        route_int8_layers(model)
     return model
+
+
+def route_int8_layers(model: keras.Model) -> int:
+    """Lets every int8 `Dense` and `EinsumDense` of `model` pick its product where it is
+    traced (`zoo.layers.int8_route`): int8 x int8 on JAX and under XLA, float against the
+    widened int8 kernel on TensorFlow without XLA (`predict` on a CPU, an exported
+    SavedModel), where TensorFlow's int8 matrix product is the slower one.
+    `quantize_model` and `settle_loaded_policies` call this.
+
+    Args:
+        model: any model; float layers are left as they are.
+
+    Returns:
+        How many layers were routed.
+    """
+    return sum(route_int8_layer(layer) for layer in nested_layers(model))

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.models.quantization import quantization_mode, quantize_model, quantized_layers
+from zoo.layers.int8_route import RoutedInputQuantizer
+from zoo.models.quantization import (quantization_mode, quantize_model, quantized_layers,
+                                     route_int8_layers)
 from zoo.models.sentence_encoder.model import SentenceEncoder
 from zoo.models.translator.model import Translator
 from zoo.models.vit.model import VisionTransformer
@@ -78,6 +80,9 @@ def test_every_projection_and_the_tied_embedding_hold_int8():
     assert len(quantized_layers(model)) == 12 + 20 + 1
     assert quantization_mode(model) == "int8"
     assert model.embedding.embeddings.dtype == "int8"
+    routed = [layer for layer in quantized_layers(model)
+              if isinstance(getattr(layer, "inputs_quantizer", None), RoutedInputQuantizer)]
+    assert len(routed) == 12 + 20  # every Dense and EinsumDense; the embedding asks itself
 
 
 def test_vit_logits_stay_near_the_float_model_and_keep_the_ranking():
@@ -142,6 +147,11 @@ def test_keras_own_loader_reads_an_int8_file(tmp_path):
     model = quantize_model(vit())
     model.save(tmp_path / "int8.keras")
     loaded = keras.saving.load_model(tmp_path / "int8.keras")
+    # Keras' loader leaves its layers on Keras' own int8 route; zoo.load routes them.
+    assert not any(isinstance(layer.inputs_quantizer, RoutedInputQuantizer)
+                   for layer in quantized_layers(loaded) if hasattr(layer, "inputs_quantizer"))
+    np.testing.assert_allclose(_run(loaded), _run(model), atol=0.1)
+    assert route_int8_layers(loaded) == len(quantized_layers(loaded))
     np.testing.assert_array_equal(_run(loaded), _run(model))
 
 
