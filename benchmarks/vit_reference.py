@@ -281,6 +281,11 @@ def reinit_like_torch(model, scope: str, seed: int) -> None:
     `(heads, head, width)`: heads x head; a Dense `(in, out)`: in); the position table and class
     token N(0, 1). Norms keep ones and zeros. `scope`: "all", "blocks" (the encoder blocks'
     kernels and biases only) or "head" (the classifier only)."""
+    from zoo.models.vit.initialization import fan_in, pytorch_initialization
+
+    if scope == "all":  # what `zoo train vit --initialization pytorch` does
+        pytorch_initialization(model, seed)
+        return
     rng = np.random.default_rng(seed)
     kernels = {v.path.rsplit("/", 1)[0]: v for v in model.weights if v.path.endswith("/kernel")}
     for variable in model.weights:
@@ -290,10 +295,7 @@ def reinit_like_torch(model, scope: str, seed: int) -> None:
             continue
         layer, name = path.rsplit("/", 1)
         if name in ("kernel", "bias") and layer in kernels:
-            kernel = tuple(kernels[layer].shape)
-            per_head_output = len(kernel) == 3 and not layer.endswith("attention_output")
-            fan_in = kernel[0] if per_head_output else int(np.prod(kernel[:-1]))
-            bound = 1.0 / math.sqrt(fan_in)
+            bound = 1.0 / math.sqrt(fan_in(layer, tuple(kernels[layer].shape)))
             variable.assign(rng.uniform(-bound, bound, shape).astype("float32"))
         elif name in ("class_token", "position_embeddings"):
             variable.assign(rng.normal(0.0, 1.0, shape).astype("float32"))

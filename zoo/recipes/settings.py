@@ -342,6 +342,11 @@ class ViTRecipe:
     query_key_norm: bool = dataclasses.field(default=False, metadata={
         "help": "LayerNorm on every head's queries and keys (ViT-22B): keeps attention from "
                 "collapsing at a high learning rate (a new model only)"})
+    initialization: str = dataclasses.field(default="keras", metadata={
+        "help": "a new model's first weights: Keras' (Glorot kernels, zero biases and head) or "
+                "PyTorch's defaults (U(+-1/sqrt(fan_in)) kernels and biases, N(0, 1) position "
+                "table and class token), as the published CIFAR recipes (a new model only)",
+        "choices": ("keras", "pytorch")})
     seed: int = dataclasses.field(default=0, metadata={
         "help": "random seed of initialisation, shuffling and augmentation"})
     force: bool = dataclasses.field(default=False, metadata={

@@ -55,6 +55,7 @@ from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
 from zoo.models.architectures import in_run_options
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.hub.loader import load
+from zoo.models.vit.initialization import pytorch_initialization
 from zoo.models.vit.model import VisionTransformer
 
 # What a run writes at the top of its output folder.
@@ -209,6 +210,8 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         model = VisionTransformer.from_architecture(
             recipe.architecture, num_classes=len(class_names), class_names=class_names,
             **overrides)
+        if recipe.initialization == "pytorch":
+            pytorch_initialization(model, recipe.seed)
     if recipe.lora_rank:  # after the head is replaced: the new head trains too
         model.enable_lora(recipe.lora_rank, recipe.lora_alpha)
     else:
