@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from layers.einsum_projection import project
-from layers.int8_route import (RoutedInputQuantizer, int8_products_here, route_int8_layer)
-from layers.token_embedding import TokenEmbedding
+from zoo.layers.einsum_projection import project
+from zoo.layers.int8_route import (RoutedInputQuantizer, int8_products_here, route_int8_layer)
+from zoo.layers.token_embedding import TokenEmbedding
 
 TENSORFLOW = keras.backend.backend() == "tensorflow"
 only_tensorflow = pytest.mark.skipif(not TENSORFLOW, reason="XLA on or off is TensorFlow's")
