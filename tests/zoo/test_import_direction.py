@@ -134,3 +134,21 @@ def test_the_reader_resolves_relative_imports(tmp_path):
     path = tmp_path / "probe.py"
     path.write_text("from .validation import positive_int\nfrom . import attention\n")
     assert "zoo.layers.validation" in imports_of("zoo.layers.probe", path)
+
+
+def test_tests_and_benchmarks_import_the_installed_names_only():
+    """`layers` and `training` are folders of the checkout, installed as `zoo.layers` and
+    `zoo.training`: importing them by their folder names loads a second copy of every class
+    (a Keras round trip then finds the other copy's registration)."""
+    found = []
+    for path in sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] in ("layers", "training")]
+    assert not found, found
