@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -166,7 +165,9 @@ def main() -> None:
 
     import keras
 
-    from zoo.bench.report import results_path, write_results
+    from zoo.bench.report import device, results_path, write_results
+
+    load_before = os.getloadavg()[0]
 
     if args.what == "product":
         timings, label = product(args.repeats), "product"
@@ -175,8 +176,9 @@ def main() -> None:
     else:
         timings, label = export_latency(args.model, args.repeats), f"export-{args.model}"
     result = {"what": label, "backend": keras.backend.backend(), "timings": timings,
-              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} "
-                         "CPUs (shared with other jobs: contended)",
+              "machine": device(),
+              "load_average": {"before": round(load_before, 2),
+                               "after": round(os.getloadavg()[0], 2)},
               "command": f"python benchmarks/int8_routes.py {args.what}"
                          + (f" {args.model}" if args.what == "export" else "")}
     write_results(result, results_path(f"int8_routes-{label}-{keras.backend.backend()}"))

@@ -3,7 +3,10 @@
 On TensorFlow the layer's own call is a batched product with the kernel broadcast over the
 batch, and its kernel gradient a batched product summed over the batch; `project` is one
 `MatMul` each way, on the same weights (the ViT-tiny train step's four attention projections:
-599 -> 357 thread-ms a step on a 2-core CPU).
+599 -> 357 thread-ms a step on a 2-core CPU). An int8 layer whose route widens its weights
+(`layers/int8_route.py`: TensorFlow without XLA) takes the same single product against its
+widened kernel: Keras' int8 call would run the batched product, which made the exported int8
+`vit-cifar10` 1.6x slower than float32 at batch 32 (493 against 314 ms).
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ from typing import Any
 import keras
 from keras import ops
 
+from .keras_internals import int8_inputs_quantized
+
 
 def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any:
     """`dense(x)` as one 2-D matrix product: x's last `input_axes` axes against the kernel's
     first ones, every leading axis of x folded into the rows.
 
-    The same numbers as the `EinsumDense` call, to float rounding. A quantized layer
-    (`model.quantize(...)`: an integer kernel and its scales) runs its own call, on the
-    route its input quantizer picks (`layers/int8_route.py`).
+    The same numbers as the `EinsumDense` call, to float rounding. An int8 layer whose input
+    quantizer is off here (the zoo's route on TensorFlow without XLA,
+    `layers/int8_route.py`) multiplies by its kernel widened to float and divided by its
+    per-channel scales, Keras' own weight-only int8 numbers; any other quantized layer (int8
+    products, LoRA on an int8 kernel, other modes) runs its own call.
 
     Args:
         dense: a built `EinsumDense` whose equation contracts x's last `input_axes` axes
@@ -40,13 +47,42 @@ def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any
     >>> bool(np.allclose(project(dense, x), dense(x), atol=1e-6))
     True
     """
-    if dense.quantization_mode is not None:
+    if dense.quantization_mode is None:
+        kernel = dense.kernel
+        matrix = None
+    elif _widens_int8_weights(dense):
+        kernel = dense._kernel
+        matrix = _widened_matrix(dense, input_axes)
+    else:
         return dense(x)
-    kernel = dense.kernel
     fan_in = math.prod(kernel.shape[:input_axes])
     out_shape = tuple(kernel.shape[input_axes:])
     leading = tuple(ops.shape(x)[:-input_axes])
-    y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, -1)))
+    if matrix is None:
+        matrix = ops.reshape(kernel, (fan_in, -1))
+    y = ops.matmul(ops.reshape(x, (-1, fan_in)), matrix)
     if dense.bias is not None:
         y = y + ops.reshape(dense.bias, (-1,))
     return ops.reshape(y, leading + out_shape)
+
+
+def _widens_int8_weights(dense: keras.layers.EinsumDense) -> bool:
+    """Whether `dense` is int8 and, in the computation traced now, multiplies float inputs by
+    its widened kernel instead of quantizing them."""
+    return (dense.quantization_mode == "int8" and not dense.lora_enabled
+            and not int8_inputs_quantized(dense))
+
+
+def _widened_matrix(dense: keras.layers.EinsumDense, input_axes: int) -> Any:
+    """The int8 kernel as a (fan_in, outputs) float matrix, each output column divided by its
+    scale. Keras keeps one scale per output (shaped to broadcast against the layer's output),
+    in the order of the kernel's kept axes."""
+    kernel = dense._kernel
+    fan_in = math.prod(kernel.shape[:input_axes])
+    outputs = math.prod(kernel.shape[input_axes:])
+    if math.prod(dense.kernel_scale.shape) != outputs:
+        raise ValueError(f"{dense.name}: {tuple(dense.kernel_scale.shape)} int8 scales for "
+                         f"{outputs} outputs; expected one scale per output")
+    matrix = ops.cast(ops.reshape(kernel, (fan_in, outputs)), dense.compute_dtype)
+    return ops.divide(matrix, ops.cast(ops.reshape(dense.kernel_scale, (1, outputs)),
+                                       dense.compute_dtype))

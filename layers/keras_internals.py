@@ -126,6 +126,13 @@ def set_inputs_quantizer(layer: keras.layers.Layer, quantizer: Any) -> None:
     layer.inputs_quantizer = quantizer
 
 
+def int8_inputs_quantized(layer: keras.layers.Layer) -> bool:
+    """Whether an int8 `Dense` or `EinsumDense` quantizes its inputs in the computation traced
+    now: Keras' `_int8_call` tests `if self.inputs_quantizer:` (a zoo `RoutedInputQuantizer`
+    answers by its route; Keras' own `AbsMaxQuantizer` is always truthy)."""
+    return bool(getattr(layer, "inputs_quantizer", None))
+
+
 def mark_quantized(layer: keras.layers.Layer) -> None:
     """Tells Keras that `layer` holds quantized variables now (its own `quantize` or a build
     under a quantized dtype policy made them), as Keras' `Dense` and `Embedding` do.

@@ -112,13 +112,54 @@ def test_a_routed_layer_computes_each_route_s_numbers(make, jit_compile):
         np.testing.assert_allclose(got, expected_int8, rtol=1e-6, atol=1e-5)
 
 
+def _output_einsum() -> keras.layers.EinsumDense:
+    """The attention's output projection: two contracted axes (heads, head width)."""
+    keras.utils.set_random_seed(1)
+    layer = keras.layers.EinsumDense("abcd,cde->abe", output_shape=(None, 24), bias_axes="e")
+    layer.build((None, 5, 4, 8))
+    layer.quantize("int8")
+    return layer
+
+
 @only_tensorflow
-def test_project_of_a_routed_einsum_dense_takes_the_layer_s_route():
-    layer = _einsum()
+@pytest.mark.parametrize("make, input_axes", [(_einsum, 1), (_output_einsum, 2)],
+                         ids=["one_axis", "two_axes"])
+def test_project_of_a_routed_einsum_dense_is_one_matmul_against_the_widened_kernel(
+        make, input_axes):
+    import tensorflow as tf
+
+    layer = make()
     route_int8_layer(layer)
+    x = np.random.default_rng(2).normal(size=(3, 5) + tuple(layer._kernel.shape[:input_axes]))
+    x = x.astype("float32")
+    traced = tf.function(lambda v: project(layer, v, input_axes=input_axes))
+    ops_run = {op.type for op in traced.get_concrete_function(x).graph.get_operations()}
+    assert "MatMul" in ops_run and "BatchMatMulV2" not in ops_run
+    rows = x.reshape(15, -1)
+    kernel = ops.convert_to_numpy(layer._kernel).astype("float32").reshape(len(rows[0]), -1)
+    scale = ops.convert_to_numpy(layer.kernel_scale).reshape(1, -1)
+    bias = ops.convert_to_numpy(layer.bias).reshape(-1)
+    expected = (rows @ (kernel / scale) + bias).reshape(ops.convert_to_numpy(layer(x)).shape)
+    np.testing.assert_allclose(ops.convert_to_numpy(traced(x)), expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["keras_quantizer", "routed"])
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_project_of_an_int8_einsum_dense_keeps_the_layer_s_route(routed, jit_compile):
+    """Where the layer quantizes its inputs (Keras' own quantizer everywhere, the zoo's under
+    XLA and on JAX), `project` is the layer's own int8 x int8 call."""
+    layer = _einsum()
+    if routed:
+        route_int8_layer(layer)
     x = _inputs()[:, None, :].repeat(5, axis=1)
-    np.testing.assert_allclose(ops.convert_to_numpy(_graph(lambda v: project(layer, v), False)(x)),
-                               ops.convert_to_numpy(_graph(layer, False)(x)), rtol=1e-6, atol=1e-5)
+    got = ops.convert_to_numpy(_graph(lambda v: project(layer, v), jit_compile)(x))
+    np.testing.assert_allclose(got, ops.convert_to_numpy(_graph(layer, jit_compile)(x)),
+                               rtol=1e-6, atol=1e-5)
+    if not routed or int8_products_here() or jit_compile:  # inputs rounded to int8
+        rows = x.reshape(-1, 32)
+        bias = ops.convert_to_numpy(layer.bias).reshape(-1)
+        widened = (rows @ _widened(layer) + bias).reshape(got.shape)
+        assert np.abs(got - widened).max() > 1e-3
 
 
 def _int8_logits_reference(table_q, scale, hidden, quantize_inputs: bool) -> np.ndarray:
