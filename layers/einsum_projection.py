@@ -48,19 +48,18 @@ def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any
     True
     """
     if dense.quantization_mode is None:
-        kernel = dense.kernel
-        matrix = None
+        kernel, scale = dense.kernel, None
     elif _widens_int8_weights(dense):
-        kernel = dense._kernel
-        matrix = _widened_matrix(dense, input_axes)
+        kernel = ops.cast(dense._kernel, dense.compute_dtype)
+        scale = _output_scale(dense, math.prod(kernel.shape[input_axes:]))
     else:
         return dense(x)
     fan_in = math.prod(kernel.shape[:input_axes])
     out_shape = tuple(kernel.shape[input_axes:])
     leading = tuple(ops.shape(x)[:-input_axes])
-    if matrix is None:
-        matrix = ops.reshape(kernel, (fan_in, -1))
-    y = ops.matmul(ops.reshape(x, (-1, fan_in)), matrix)
+    y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, -1)))
+    if scale is not None:
+        y = y / scale
     if dense.bias is not None:
         y = y + ops.reshape(dense.bias, (-1,))
     return ops.reshape(y, leading + out_shape)
@@ -73,16 +72,12 @@ def _widens_int8_weights(dense: keras.layers.EinsumDense) -> bool:
             and not int8_inputs_quantized(dense))
 
 
-def _widened_matrix(dense: keras.layers.EinsumDense, input_axes: int) -> Any:
-    """The int8 kernel as a (fan_in, outputs) float matrix, each output column divided by its
-    scale. Keras keeps one scale per output (shaped to broadcast against the layer's output),
-    in the order of the kernel's kept axes."""
-    kernel = dense._kernel
-    fan_in = math.prod(kernel.shape[:input_axes])
-    outputs = math.prod(kernel.shape[input_axes:])
+def _output_scale(dense: keras.layers.EinsumDense, outputs: int) -> Any:
+    """The int8 kernel's scales as one row, an entry per output column of the 2-D product.
+    Keras keeps one scale per output (shaped to broadcast against the layer's output), in
+    the order of the kernel's kept axes. The outputs are divided by it, not the kernel: a
+    decoding step has far fewer rows than the kernel has."""
     if math.prod(dense.kernel_scale.shape) != outputs:
         raise ValueError(f"{dense.name}: {tuple(dense.kernel_scale.shape)} int8 scales for "
                          f"{outputs} outputs; expected one scale per output")
-    matrix = ops.cast(ops.reshape(kernel, (fan_in, outputs)), dense.compute_dtype)
-    return ops.divide(matrix, ops.cast(ops.reshape(dense.kernel_scale, (1, outputs)),
-                                       dense.compute_dtype))
+    return ops.cast(ops.reshape(dense.kernel_scale, (outputs,)), dense.compute_dtype)
