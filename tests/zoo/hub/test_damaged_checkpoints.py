@@ -1,6 +1,6 @@
 """Damaged, foreign and hostile files in hub checkpoints: each is one line that names the file
 and what is wrong, through `zoo.load("hf://...")` (an offline Hugging Face cache built here,
-`tests/zoo/hub/test_hub.py`'s) and through `zoo convert` (status 2, one `zoo: error:` line, no
+`tests/zoo/hub/_hub_helpers.py`'s) and through `zoo convert` (status 2, one `zoo: error:` line, no
 traceback), and a refused conversion leaves nothing in the zoo's cache or output folder.
 
 The checkpoints are tiny random ones written by `transformers` (ViT, Marian, BERT), a timm
@@ -31,10 +31,9 @@ pytest.importorskip("sentencepiece")
 import zoo  # noqa: E402
 import zoo.hub.handles as hub  # noqa: E402
 from tests.zoo.conftest import train_unigram_spm  # noqa: E402
-from tests.zoo.hub.test_hub import (  # noqa: E402,F401  (hub_cache is a fixture)
+from tests.zoo.hub._hub_helpers import (  # noqa: E402
     CIFAR_LABELS,
     COMMIT,
-    hub_cache,
     kept_files,
     one_line_error,
     publish,
