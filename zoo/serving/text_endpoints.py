@@ -13,9 +13,10 @@ The translator's `serving_default` also cuts each sentence to
 An int8 translator's search holds two routes, and each request takes one: a request of
 `INT8_PRODUCT_SENTENCES` sentence multiplies int8 by int8 (`zoo.layers.int8_route`); a
 larger one multiplies floats against the weights widened to float32, as the rest of an int8
-export does. Measured on the served `translator-multi30k-en-de` (beam 4, 2 AVX2 cores): one
-sentence 112 ms with int8 products against 149 ms widened; two sentences 198 against 194;
-four 379 against 279; sixteen 1,567 against 1,037 (`benchmarks/int8_routes.py`).
+export does. Measured on the served `translator-multi30k-en-de` (beam 4, 2 AVX2 cores, beside
+a training job): one sentence 112 ms with int8 products against 149 ms widened; two sentences
+198 against 194; four 379 against 279; sixteen 1,567 against 1,037. Quiet, with this switch:
+one sentence 95 ms against float32's 125 (`benchmarks/int8_routes.py`; the model card).
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
         return tf.minimum(model.max_target_length,
                           tf.cast(tf.floor(1.5 * tf.cast(padded, tf.float32) + 10.0), tf.int32))
 
-    def search(source_ids: tf.Tensor, max_length: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    # One function for both signatures, so that the SavedModel stores the search's graph
+    # (the larger part of the export: about 5 MB, twice that with an int8 model's two
+    # routes) once, not once a signature.
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                  tf.TensorSpec([], tf.int32)])
+    def search(source_ids: tf.Tensor, max_length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         if quantization_mode(model) != "int8":
             return one_search(source_ids, max_length)
 
@@ -101,7 +107,9 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
         # Ids may come padded to any width: the budget of the longest source the model takes.
         with tf.control_dependencies([check_batch_size(source_ids)]):
             source_ids = tf.identity(source_ids)
-        tokens, scores = search(source_ids, model.default_max_length(model.max_source_length))
+        width = model.default_max_length(model.max_source_length)
+        tokens, scores = search(source_ids, tf.constant(width))
+        tokens = tf.ensure_shape(tokens, [None, width])  # the signature names its width
         return {"target_ids": tokens, "scores": scores}
 
     return translate, translate_ids, tokenizer
