@@ -89,6 +89,17 @@ def hf_logits(folder: Path, model: ViTForImageClassification, images: list) -> n
         return model(pixel_values=pixels["pixel_values"]).logits.numpy()
 
 
+def largest_logit_difference(model, images: list, expected: np.ndarray) -> float:
+    """Checks that `model` labels the CIFAR `images` as the reference logits `expected` do
+    (and not all alike), and returns the largest difference between its logits and them."""
+    pixels = np.stack([np.asarray(image) for image in images])  # uint8, 0..255
+    labels = [top[0][0] for top in model.classify(pixels, top_k=1)]
+    assert labels == [CIFAR_LABELS[i] for i in expected.argmax(-1)]
+    assert len(set(labels)) > 1
+    logits = np.asarray(model.predict(pixels, verbose=0))
+    return float(np.max(np.abs(logits - expected)))
+
+
 def timm_state_dict(folder: Path) -> dict[str, np.ndarray]:
     """The tensors of a Hugging Face ViT checkpoint renamed into timm's layout."""
     from safetensors.numpy import load_file
