@@ -9,8 +9,9 @@ Everything here is written with `keras.ops` / `keras.random` only and is jittabl
 
 - `RandomCropWithPadding`: pad, then crop a random window of the input size, per image
   (`keras.layers.RandomCrop` uses one window for the whole batch and cannot be jitted).
-- `cifar_augmentation`: crop with padding, horizontal flip (`keras.layers.RandomFlip`) and
-  RandAugment (`zoo.training.rand_augment.RandAugmentPolicy`).
+- `RandomErasing`: a random box of some images replaced by noise (Zhong et al., 2020).
+- `cifar_augmentation`: crop with padding, horizontal flip (`keras.layers.RandomFlip`),
+  RandAugment (`zoo.training.rand_augment.RandAugmentPolicy`) and random erasing.
 - `compiled_augmentation`: wraps any of these (or a Pipeline of them) in `jax.jit` or
   `tf.function` (`zoo.training.compilation.compile_for_backend`), the fast way to run them on
   batches outside tf.data.
@@ -24,6 +25,7 @@ would be JAX ops); apply them to the batches tf.data yields.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import keras
@@ -117,17 +119,104 @@ class RandomCropWithPadding(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="zoo")
+class RandomErasing(keras.layers.Layer):
+    """Random erasing (Zhong et al., 2020): a random box of some images is replaced by noise.
+
+    Each image is erased with probability `rate`: a box whose area is a uniform fraction of
+    the image in `area` and whose aspect ratio (height / width) is log-uniform in `aspect`
+    (its sides clipped to the image's), placed uniformly inside the image, gets uniform
+    noise in 0..255 in every pixel and channel (timm's "pixel" mode, here in pixel values).
+
+    Args:
+        rate: probability that an image is erased, in [0, 1].
+        area: the box's share of the image, `(low, high)` within (0, 1].
+        aspect: the box's height / width, `(low, high)`, both positive.
+        seed: seed of the layer's random generator.
+        **kwargs: standard layer arguments.
+
+    Call arguments:
+        images: `(batch, height, width, channels)`, values 0..255.
+        training: when False the images pass through unchanged (cast to float).
+
+    Returns:
+        Float images of the input's shape.
+
+    Example:
+    >>> import numpy as np
+    >>> images = np.zeros((4, 32, 32, 3), "uint8")
+    >>> erased = RandomErasing(rate=1.0, seed=0)(images)
+    >>> bool((np.asarray(erased) != 0).any(axis=(1, 2, 3)).all())  # every image got a box
+    True
+    """
+
+    def __init__(self, rate: float = 0.25, area: tuple[float, float] = (0.02, 1 / 3),
+                 aspect: tuple[float, float] = (0.3, 3.3), seed: int | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+            raise ValueError(f"rate must be in [0, 1]; got {rate!r}")
+        if len(area) != 2 or not 0 < area[0] <= area[1] <= 1:
+            raise ValueError(f"area must be (low, high) with 0 < low <= high <= 1; got {area!r}")
+        if len(aspect) != 2 or not 0 < aspect[0] <= aspect[1]:
+            raise ValueError(f"aspect must be (low, high) with 0 < low <= high; got {aspect!r}")
+        self.rate, self.area, self.aspect = float(rate), tuple(area), tuple(aspect)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, images: Any, training: bool = True) -> Any:
+        images = ops.cast(images, self.compute_dtype)
+        if not training or self.rate == 0:
+            return images
+        if len(images.shape) != 4:
+            raise ValueError("RandomErasing expects (batch, height, width, channels); got "
+                             f"shape {tuple(images.shape)}")
+        height, width = images.shape[1], images.shape[2]
+        batch_size = ops.shape(images)[0]
+
+        def uniform(shape: tuple, low: float = 0.0, high: float = 1.0) -> Any:
+            return keras.random.uniform(shape, low, high, dtype=self.compute_dtype,
+                                        seed=self.seed_generator)
+
+        area = uniform((batch_size,), *self.area) * float(height * width)
+        ratio = ops.exp(uniform((batch_size,), math.log(self.aspect[0]),
+                                math.log(self.aspect[1])))
+        box_h = ops.clip(ops.round(ops.sqrt(area * ratio)), 1, height)
+        box_w = ops.clip(ops.round(ops.sqrt(area / ratio)), 1, width)
+        top = ops.floor(uniform((batch_size,)) * (height - box_h + 1))
+        left = ops.floor(uniform((batch_size,)) * (width - box_w + 1))
+        erased = uniform((batch_size,)) < self.rate
+        rows = ops.cast(ops.arange(height), self.compute_dtype)[None, :, None]
+        cols = ops.cast(ops.arange(width), self.compute_dtype)[None, None, :]
+        inside = ((rows >= top[:, None, None]) & (rows < (top + box_h)[:, None, None])
+                  & (cols >= left[:, None, None]) & (cols < (left + box_w)[:, None, None])
+                  & erased[:, None, None])
+        noise = ops.floor(uniform(ops.shape(images), 0.0, 256.0))
+        return ops.where(inside[:, :, :, None], noise, images)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update({"rate": self.rate, "area": list(self.area), "aspect": list(self.aspect),
+                       "seed": self.seed})
+        return config
+
+
 def cifar_augmentation(
     image_size: int = 32,
     rand_augment: bool = True,
     magnitude: float = 0.9,
     num_ops: int = 2,
     seed: int | None = None,
+    random_erasing: float = 0.0,
 ) -> keras.layers.Pipeline:
     """The training augmentation of the ViT CIFAR recipe, for batches before the model.
 
     Random crop after `image_size // 8` pixels of reflection padding (4 at 32x32), random
-    horizontal flip, then (optionally) RandAugment with `num_ops` operations at `magnitude`.
+    horizontal flip, then (optionally) RandAugment with `num_ops` operations at `magnitude`,
+    then random erasing of each image with probability `random_erasing` (`RandomErasing`).
     The result is a `keras.layers.Pipeline`: a plain layer that, unlike `keras.Sequential`,
     does not convert its inputs to backend tensors, so on the TensorFlow backend it maps over a
     tf.data dataset. All layers compute in float32 whatever the global dtype policy is.
@@ -139,6 +228,7 @@ def cifar_augmentation(
             schedules on small data usually do better with less, e.g. 0.5.
         num_ops: RandAugment operations per image (the paper's N).
         seed: seed of the random generators (each layer derives its own).
+        random_erasing: probability that an image gets a box of noise (0: no erasing).
 
     Returns:
         A `keras.layers.Pipeline`; call it on `(batch, size, size, 3)` images with values in
@@ -169,6 +259,8 @@ def cifar_augmentation(
                 num_ops=num_ops, magnitude=magnitude, seed=derived(2), dtype="float32"
             )
         )
+    if random_erasing:
+        layers.append(RandomErasing(rate=random_erasing, seed=derived(3), dtype="float32"))
     return keras.layers.Pipeline(layers, name="cifar_augmentation")
 
 

@@ -11,6 +11,7 @@ from tests.training.image_fixtures import cifar_subset
 from zoo.training.augmentation import (
     MixBatch,
     RandomCropWithPadding,
+    RandomErasing,
     cifar_augmentation,
     compiled_augmentation,
 )
@@ -197,3 +198,45 @@ def test_mix_batch_arguments_and_compiled_use():
         MixBatch("mixup")(images, np.arange(8))
     out, mixed = compiled_augmentation(MixBatch("cutmix", seed=0))(images, labels)
     assert tuple(out.shape) == images.shape and tuple(mixed.shape) == labels.shape
+
+
+def test_random_erasing_paints_one_box_of_noise_within_its_area_range():
+    images = np.full((300, 32, 32, 3), 7, "uint8")
+    erased = np.asarray(RandomErasing(rate=0.999, seed=0)(images))
+    changed = (erased != 7).any(axis=-1)  # (300, 32, 32)
+    shares = []
+    for mask in changed:
+        rows, cols = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+        assert len(rows) > 0
+        box = mask[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+        # One axis-aligned rectangle (a noise pixel that happened to draw 7 in all three
+        # channels would leave a hole: a chance of 6e-8 per pixel).
+        assert box.all() and box.sum() == mask.sum()
+        shares.append(mask.sum() / mask.size)
+    # Area 2% to 1/3 of the image, sides rounded and clipped to the image.
+    assert 0.008 < min(shares) and max(shares) < 0.36, (min(shares), max(shares))
+    noise = erased[changed[..., None].repeat(3, -1)]
+    assert noise.min() >= 0 and noise.max() <= 255 and np.all(noise == np.round(noise))
+    assert noise.std() > 60  # uniform over 0..255: 74
+
+
+def test_random_erasing_erases_its_rate_of_images_and_nothing_outside_training():
+    images = np.random.default_rng(0).integers(0, 256, (2000, 8, 8, 3)).astype("uint8")
+    layer = RandomErasing(rate=0.3, seed=4)
+    erased = np.asarray(layer(images))
+    share = np.mean((erased != images).any(axis=(1, 2, 3)))
+    assert abs(share - 0.3) < 0.04, share
+    np.testing.assert_array_equal(np.asarray(layer(images, training=False)), images)
+    np.testing.assert_array_equal(np.asarray(RandomErasing(rate=0.0)(images)), images)
+    with pytest.raises(ValueError, match="1.5"):
+        RandomErasing(rate=1.5)
+    with pytest.raises(ValueError, match="area"):
+        RandomErasing(area=(0.5, 0.1))
+    restored = RandomErasing.from_config(RandomErasing(rate=0.2, area=(0.1, 0.2)).get_config())
+    assert (restored.rate, restored.area) == (0.2, (0.1, 0.2))
+
+
+def test_cifar_augmentation_ends_with_random_erasing_at_its_rate():
+    layers = cifar_augmentation(rand_augment=False, random_erasing=0.25).layers
+    assert isinstance(layers[-1], RandomErasing) and layers[-1].rate == 0.25
+    assert not any(isinstance(layer, RandomErasing) for layer in cifar_augmentation().layers)

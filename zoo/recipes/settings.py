@@ -339,6 +339,16 @@ class ViTRecipe:
         "help": "RandAugment operations per image (the paper's N)"})
     mix: str = dataclasses.field(default="none", metadata={
         "help": "batch mixing of images and labels", "choices": ("none", "mixup", "cutmix")})
+    random_erasing: float = dataclasses.field(default=0.0, metadata={
+        "check": FRACTION,
+        "help": "with --augment: the probability that a training image has a random box "
+                "replaced by noise (random erasing; 0: none)"})
+    data_placement: str = dataclasses.field(default="host", metadata={
+        "help": "where training batches are made: 'host' (gathered and augmented per step "
+                "outside the model) or 'device' (the training set held on the accelerator "
+                "as uint8 once; batches drawn, augmented and mixed inside the compiled train "
+                "step; every epoch has N // BATCH_SIZE full steps)",
+        "choices": ("host", "device")})
     query_key_norm: bool = dataclasses.field(default=False, metadata={
         "help": "LayerNorm on every head's queries and keys (ViT-22B): keeps attention from "
                 "collapsing at a high learning rate (a new model only)"})

@@ -2,8 +2,11 @@
 
 `zoo train vit` runs `train_vit`. Images are decoded with PIL into numpy (the path that works
 on every backend, and the only one on the JAX GPU machine, which has no TensorFlow);
-augmentation runs on whole batches, compiled, before the model (never inside it). A run
-writes into its output folder and continues from its last checkpoint when started again:
+augmentation runs on whole batches, compiled, before the model (never inside it): on the
+host per step (`AugmentedBatches`), or with `data_placement="device"` inside the compiled
+train step on a training set held on the device
+(`zoo.training.device_resident.DeviceResidentTraining`). A run writes into its output folder
+and continues from its last checkpoint when started again:
 
     out/checkpoints/   weights and optimizer state after every epoch
     out/logs/          TensorBoard
@@ -31,6 +34,7 @@ import numpy as np
 
 from zoo.training.archives import extract_archive
 from zoo.training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
+from zoo.training.device_resident import DeviceResidentTraining
 from zoo.training.idx_data import (
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_DIR,
@@ -179,25 +183,34 @@ class AugmentedBatches(keras.utils.PyDataset):
 
 
 def recipe_augmentation(recipe: ViTRecipe) -> keras.layers.Pipeline:
-    """The run's crop and flip, and RandAugment at the recipe's magnitude and number of
-    operations where `rand_augment` is set (`zoo.training.augmentation.cifar_augmentation`)."""
+    """The run's crop and flip, RandAugment at the recipe's magnitude and number of
+    operations where `rand_augment` is set, and random erasing at its rate
+    (`zoo.training.augmentation.cifar_augmentation`)."""
     return cifar_augmentation(
         recipe.image_size, rand_augment=recipe.rand_augment,
         magnitude=recipe.rand_augment_magnitude, num_ops=recipe.rand_augment_ops,
-        seed=recipe.seed)
+        seed=recipe.seed, random_erasing=recipe.random_erasing)
+
+
+def recipe_mix(recipe: ViTRecipe) -> MixBatch | None:
+    """The run's MixUp or CutMix layer, or None."""
+    return None if recipe.mix == "none" else MixBatch(recipe.mix, seed=recipe.seed)
 
 
 def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
               ) -> VisionTransformer:
-    """The recipe's model, compiled with AdamW (no decay on norms, biases, position
-    embeddings, class token), warm-up then cosine, and label smoothing; with
-    `recipe.ema_momentum`, the optimizer keeps an exponential moving average of the weights
-    (Keras' `use_ema`: after every step, average = m * average + (1 - m) * weights).
+    """The recipe's model (`new_vit`), compiled by `compile_vit`."""
+    model = new_vit(recipe, class_names)
+    compile_vit(model, model, recipe, steps_per_epoch)
+    return model
+
+
+def new_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
+    """The recipe's model, not compiled.
 
     A new model of `recipe.architecture`, or `recipe.model` prepared for fine-tuning (a new head
     for other classes, interpolated position embeddings for another image size, frozen
-    blocks or, with `recipe.lora_rank`, LoRA factors and the head alone trainable,
-    layer-wise learning-rate decay).
+    blocks or, with `recipe.lora_rank`, LoRA factors and the head alone trainable).
     """
     if recipe.model:
         model = _pretrained_vit(recipe, class_names)
@@ -216,6 +229,18 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         model.enable_lora(recipe.lora_rank, recipe.lora_alpha)
     else:
         freeze_blocks(model, recipe.freeze_blocks)
+    return model
+
+
+def compile_vit(trained: keras.Model, model: VisionTransformer, recipe: ViTRecipe,
+                steps_per_epoch: int) -> None:
+    """Compiles `trained` (the ViT `model` itself, or a `DeviceResidentTraining` around it)
+    with AdamW (no decay on norms, biases, position embeddings, class token), warm-up then
+    cosine over `recipe.epochs * steps_per_epoch` steps (the warm-up
+    `recipe.warmup_epochs * steps_per_epoch`), and label smoothing; with
+    `recipe.ema_momentum`, the optimizer keeps an exponential moving average of the weights
+    (Keras' `use_ema`: after every step, average = m * average + (1 - m) * weights), and
+    `recipe.layer_decay` < 1 gives lower blocks smaller learning rates."""
     multipliers = (layer_decay_multipliers(model, recipe.layer_decay)
                    if recipe.layer_decay != 1.0 else None)
     total = max(1, recipe.epochs * steps_per_epoch)
@@ -223,7 +248,7 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
                             warmup_steps=min(total - 1, recipe.warmup_epochs * steps_per_epoch))
     ema = ({} if recipe.ema_momentum is None
            else {"use_ema": True, "ema_momentum": recipe.ema_momentum})
-    model.compile(
+    trained.compile(
         optimizer=adamw_no_decay_on_norms(schedule, weight_decay=recipe.weight_decay,
                                           clipnorm=recipe.clipnorm,
                                           learning_rate_multipliers=multipliers, **ema),
@@ -232,7 +257,6 @@ def build_vit(recipe: ViTRecipe, class_names: list[str], steps_per_epoch: int
         metrics=[keras.metrics.CategoricalAccuracy(name="accuracy"),
                  keras.metrics.TopKCategoricalAccuracy(5, name="top5")],
     )
-    return model
 
 
 def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
@@ -262,27 +286,40 @@ def _train_vit(recipe: ViTRecipe) -> dict:
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
                                                     seed=recipe.seed, labels=labels)
     num_classes = len(class_names)
-    augment = compiled_augmentation(recipe_augmentation(recipe)) if recipe.augment else None
-    mix = None if recipe.mix == "none" else compiled_augmentation(
-        MixBatch(recipe.mix, seed=recipe.seed))
-    batches = AugmentedBatches(images[train_rows], labels[train_rows], num_classes,
-                               recipe.batch_size, augment, mix, recipe.seed)
+    augment = recipe_augmentation(recipe) if recipe.augment else None
+    mix = recipe_mix(recipe)
     validation = (images[valid_rows], np.eye(num_classes, dtype="float32")[labels[valid_rows]])
+    on_device = recipe.data_placement == "device"
+    steps_per_epoch = (len(train_rows) // recipe.batch_size if on_device
+                       else math.ceil(len(train_rows) / recipe.batch_size))
 
-    model = build_vit(recipe, class_names, len(batches))
-    model(images[:1])  # build the variables before restoring a checkpoint
-    initial_epoch = resume(model, out)
-    before = None
-    if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
-        before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
-        print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
+    model = new_vit(recipe, class_names)
+    model(images[:1])  # build the variables before wrapping them or restoring a checkpoint
     # With an average of the weights, validation scores the average (swapped in for each
     # evaluation, the trained weights back for the next step and the checkpoints), and the
     # final model holds it: `fit` ends by writing the average into the weights.
     callbacks = [] if recipe.ema_momentum is None else [keras.callbacks.SwapEMAWeights()]
-    history, seconds = fit_resumably(model, batches, out, recipe.epochs, initial_epoch,
+    if on_device:
+        trained = DeviceResidentTraining(model, images[train_rows], labels[train_rows],
+                                         num_classes, recipe.batch_size, augment=augment,
+                                         mix=mix, seed=recipe.seed)
+        callbacks.append(trained.new_order_every_epoch())
+        fit_data, fit_options = trained.step_numbers(), {"batch_size": 1, "shuffle": False}
+    else:
+        trained, fit_options = model, {}
+        fit_data = AugmentedBatches(
+            images[train_rows], labels[train_rows], num_classes, recipe.batch_size,
+            None if augment is None else compiled_augmentation(augment),
+            None if mix is None else compiled_augmentation(mix), recipe.seed)
+    compile_vit(trained, model, recipe, steps_per_epoch)
+    initial_epoch = resume(trained, out)
+    before = None
+    if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
+        before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
+        print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
+    history, seconds = fit_resumably(trained, fit_data, out, recipe.epochs, initial_epoch,
                                      callbacks=callbacks, validation_data=validation,
-                                     validation_batch_size=256)
+                                     validation_batch_size=256, **fit_options)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
     return finish_run(
         out, model, recipe, history, seconds, initial_epoch,
@@ -291,7 +328,8 @@ def _train_vit(recipe: ViTRecipe) -> dict:
         final_model=model.merge_lora() if recipe.lora_rank else None,
         training_images=int(len(train_rows)), validation_images=int(len(valid_rows)),
         images_per_second_this_run=round(
-            len(train_rows) * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1))
+            (steps_per_epoch * recipe.batch_size if on_device else len(train_rows))
+            * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1))
 
 
 def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.ndarray,

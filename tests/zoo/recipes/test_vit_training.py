@@ -29,12 +29,15 @@ def cifar_archive(shared_data):
 
 
 @pytest.mark.slow
-def test_tiny_vit_fits_200_real_images(cifar_archive, micro_preset, tmp_path):
-    """A tiny ViT trained briefly on 200 real CIFAR-10 images fits them (> 90%)."""
+@pytest.mark.parametrize("placement", ["host", "device"])
+def test_tiny_vit_fits_200_real_images(cifar_archive, micro_preset, tmp_path, placement):
+    """A tiny ViT trained briefly on 200 real CIFAR-10 images fits them (> 90%), with its
+    batches made on the host or inside the train step."""
     recipe = ViTRecipe(output=str(tmp_path / "run"), data=str(cifar_archive),
                        limit_per_class=21, validation_size=10, architecture=micro_preset,
                        epochs=60, batch_size=25, learning_rate=3e-3, warmup_epochs=2,
-                       weight_decay=0.0, label_smoothing=0.0, augment=False)
+                       weight_decay=0.0, label_smoothing=0.0, augment=False,
+                       data_placement=placement)
     metrics = train_vit(recipe)
     assert metrics["training_images"] == 200
     # Accuracy on the training images, measured after training (no augmentation, no dropout).
@@ -84,6 +87,30 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
     assert len(rows) == 2 and rows[0][0] == str(image)
     assert float(rows[0][2]) >= float(rows[1][2])
     assert overlay.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_device_placement_trains_augments_mixes_and_resumes(cifar_archive, micro_preset,
+                                                            tmp_path):
+    out = tmp_path / "run"
+    args = ["train", "vit", "--data", str(cifar_archive), "--limit-per-class", "6",
+            "--validation-size", "20", "--architecture", micro_preset, "--batch-size", "16",
+            "--output", str(out), "--warmup-epochs", "1", "--data-placement", "device",
+            "--mix", "cutmix", "--random-erasing", "0.5", "--rand-augment-magnitude", "0.5"]
+    assert main(args + ["--epochs", "1"]) == 0
+    first = json.loads((out / "metrics.json").read_text())
+    assert first["recipe"]["data_placement"] == "device"
+    assert first["training_images"] == 40  # 2 whole steps of 16 an epoch
+    assert main(args + ["--epochs", "2", "--force"]) == 0  # continued from epoch 1
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["epochs_this_run"] == 1 and len(metrics["history"]["val_accuracy"]) == 1
+    import keras
+
+    from zoo.models.vit.model import VisionTransformer
+
+    model = keras.saving.load_model(out / "model.keras")
+    assert isinstance(model, VisionTransformer)  # the classifier, not the training wrapper
+    assert 0 <= metrics["validation"]["top1"] <= 1
 
 
 def test_classify_refuses_a_corrupt_file_naming_it(micro_preset, tmp_path, capsys):

@@ -1,0 +1,130 @@
+"""Train-step time of `zoo train vit`'s two data placements, with and without augmentation.
+
+Issue 35, section 2: with `--data-placement device` the training set sits on the device and
+crop, flip, RandAugment, random erasing and CutMix run inside the compiled train step; with
+`host` (the default) every batch is gathered, augmented by a separately compiled call and
+handed to `fit` by a PyDataset. This measures, on one machine in one process, the seconds a
+step takes in `fit` (after a warm-up epoch that compiles), and the host path's data work
+alone (`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation
+call), for:
+
+    device, no augmentation     the model's step alone, fed from the device
+    device, augmentation        + the augmentation inside the step
+    host, augmentation          the default path
+
+    python benchmarks/device_resident_step.py --architecture vit-cifar-tiny --batch-size 256 \\
+        --output benchmarks/results/device_resident_step.json
+
+Random uint8 images (the step's cost does not depend on what they show). Write the machine
+beside the figures: they compare only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import keras
+import numpy as np
+
+from zoo.recipes.settings import ViTRecipe
+from zoo.recipes.vit import (AugmentedBatches, compile_vit, new_vit, recipe_augmentation,
+                             recipe_mix)
+from zoo.training.augmentation import compiled_augmentation
+from zoo.training.device_resident import DeviceResidentTraining
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def timed_fit(trained: keras.Model, data, steps: int, **options) -> float:
+    """Seconds per step of one `fit` epoch of `steps` steps, after a warm-up epoch."""
+    callbacks = options.pop("callbacks", [])
+    trained.fit(data, epochs=1, verbose=0, callbacks=callbacks, **options)  # compiles
+    started = time.perf_counter()
+    trained.fit(data, epochs=1, verbose=0, callbacks=callbacks, **options)
+    return (time.perf_counter() - started) / steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--architecture", default="vit-cifar-tiny")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per placement")
+    parser.add_argument("--precision", default="float32")
+    parser.add_argument("--output", help="JSON file for the figures")
+    args = parser.parse_args()
+    keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy(args.precision)
+    recipe = ViTRecipe(architecture=args.architecture, batch_size=args.batch_size,
+                       rand_augment_magnitude=0.5, random_erasing=0.25, mix="cutmix",
+                       epochs=2)
+    count = args.steps * args.batch_size
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (count, 32, 32, 3)).astype("uint8")
+    labels = rng.integers(0, 10, count)
+    names = [str(i) for i in range(10)]
+
+    def vit() -> keras.Model:
+        model = new_vit(recipe, names)
+        model(images[:1])
+        return model
+
+    results = {}
+    for name, augmented in (("device, no augmentation", False), ("device, augmentation", True)):
+        model = vit()
+        trained = DeviceResidentTraining(
+            model, images, labels, 10, args.batch_size,
+            augment=recipe_augmentation(recipe) if augmented else None,
+            mix=recipe_mix(recipe) if augmented else None)
+        compile_vit(trained, model, recipe, args.steps)
+        results[name] = timed_fit(trained, trained.step_numbers(), args.steps, batch_size=1,
+                                  shuffle=False, callbacks=[trained.new_order_every_epoch()])
+        print(f"{name}: {results[name]:.3f} s/step", flush=True)
+    model = vit()
+    compile_vit(model, model, recipe, args.steps)
+    batches = AugmentedBatches(images, labels, 10, args.batch_size,
+                               compiled_augmentation(recipe_augmentation(recipe)),
+                               compiled_augmentation(recipe_mix(recipe)), seed=0)
+    results["host, augmentation"] = timed_fit(model, batches, args.steps)
+    batches[0]  # compiled already; once more to be sure
+    started = time.perf_counter()
+    for index in range(args.steps):
+        batches[index]
+    results["host, its data work alone"] = (time.perf_counter() - started) / args.steps
+    for name in list(results)[2:]:
+        print(f"{name}: {results[name]:.3f} s/step", flush=True)
+    report = {
+        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
+        "backend": keras.backend.backend(),
+        "architecture": args.architecture,
+        "batch_size": args.batch_size,
+        "precision": args.precision,
+        "augmentation": "crop + flip, RandAugment 2 x 0.5, random erasing 0.25, CutMix",
+        "seconds_per_step": {k: round(v, 4) for k, v in results.items()},
+        "images_per_second": {k: round(args.batch_size / v, 1) for k, v in results.items()
+                              if "alone" not in k},
+        "command": "python benchmarks/device_resident_step.py --architecture "
+                   f"{args.architecture} --batch-size {args.batch_size} --steps {args.steps} "
+                   f"--precision {args.precision}",
+    }
+    print(json.dumps(report, indent=2))
+    if args.output:
+        with open(args.output, "w") as handle:
+            json.dump(report, handle, indent=2)
+            handle.write("\n")
+
+
+if __name__ == "__main__":
+    main()
