@@ -4,8 +4,8 @@ Issue 35, section 2: with `--data-placement device` the training set sits on the
 crop, flip, RandAugment, random erasing and CutMix run inside the compiled train step; with
 `host` (the default) every batch is gathered, augmented by a separately compiled call and
 handed to `fit` by a PyDataset. This measures, on one machine in one process, the seconds a
-step takes in `fit` (after a warm-up epoch that compiles), and the host path's data work
-alone (`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation
+step takes in `fit` (the median of `--rounds` epochs, taken in turn with the others after a
+warm-up epoch of each that compiles), and the host path's data work alone (`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation
 call), for:
 
     device, no augmentation     the model's step alone, fed from the device
@@ -25,7 +25,9 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
+from typing import Callable
 
 import keras
 import numpy as np
@@ -48,21 +50,27 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def timed_fit(trained: keras.Model, data, steps: int, **options) -> float:
-    """Seconds per step of one `fit` epoch of `steps` steps, after a warm-up epoch."""
-    callbacks = options.pop("callbacks", [])
-    trained.fit(data, epochs=1, verbose=0, callbacks=callbacks, **options)  # compiles
-    started = time.perf_counter()
-    trained.fit(data, epochs=1, verbose=0, callbacks=callbacks, **options)
-    return (time.perf_counter() - started) / steps
+def fit_epoch(trained: keras.Model, data, steps: int, **options) -> Callable[[], float]:
+    """A function that runs one `fit` epoch of `steps` steps and returns its seconds a step
+    (`fit` waits for the last step before it returns)."""
+    def run() -> float:
+        started = time.perf_counter()
+        trained.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, **options)
+        return (time.perf_counter() - started) / steps
+    return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--architecture", default="vit-cifar-tiny")
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=4, help="timed steps per placement")
+    parser.add_argument("--steps", type=int, default=4, help="steps a timed epoch")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timed epochs of each (the median is reported)")
     parser.add_argument("--precision", default="float32")
+    parser.add_argument("--held-images", type=int,
+                        help="training images held (default: STEPS x BATCH_SIZE); CIFAR-10's "
+                             "45,000 checks that holding them costs a step nothing")
     parser.add_argument("--output", help="JSON file for the figures")
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
@@ -70,7 +78,7 @@ def main() -> None:
     recipe = ViTRecipe(architecture=args.architecture, batch_size=args.batch_size,
                        rand_augment_magnitude=0.5, random_erasing=0.25, mix="cutmix",
                        epochs=2)
-    count = args.steps * args.batch_size
+    count = args.held_images or args.steps * args.batch_size
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (count, 32, 32, 3)).astype("uint8")
     labels = rng.integers(0, 10, count)
@@ -81,7 +89,7 @@ def main() -> None:
         model(images[:1])
         return model
 
-    results = {}
+    runs: dict[str, Callable[[], float]] = {}
     for name, augmented in (("device, no augmentation", False), ("device, augmentation", True)):
         model = vit()
         trained = DeviceResidentTraining(
@@ -89,35 +97,49 @@ def main() -> None:
             augment=recipe_augmentation(recipe) if augmented else None,
             mix=recipe_mix(recipe) if augmented else None)
         compile_vit(trained, model, recipe, args.steps)
-        results[name] = timed_fit(trained, trained.step_numbers(), args.steps, batch_size=1,
-                                  shuffle=False, callbacks=[trained.new_order_every_epoch()])
-        print(f"{name}: {results[name]:.3f} s/step", flush=True)
+        runs[name] = fit_epoch(trained, trained.step_numbers(), args.steps, batch_size=1,
+                               shuffle=False, callbacks=[trained.new_order_every_epoch()])
     model = vit()
     compile_vit(model, model, recipe, args.steps)
     batches = AugmentedBatches(images, labels, 10, args.batch_size,
                                compiled_augmentation(recipe_augmentation(recipe)),
                                compiled_augmentation(recipe_mix(recipe)), seed=0)
-    results["host, augmentation"] = timed_fit(model, batches, args.steps)
-    batches[0]  # compiled already; once more to be sure
-    started = time.perf_counter()
-    for index in range(args.steps):
-        batches[index]
-    results["host, its data work alone"] = (time.perf_counter() - started) / args.steps
-    for name in list(results)[2:]:
-        print(f"{name}: {results[name]:.3f} s/step", flush=True)
+    runs["host, augmentation"] = fit_epoch(model, batches, args.steps)
+
+    def data_work() -> float:
+        started = time.perf_counter()
+        for index in range(args.steps):  # waiting for the results (JAX dispatches async)
+            keras.tree.map_structure(keras.ops.convert_to_numpy, batches[index])
+        return (time.perf_counter() - started) / args.steps
+
+    runs["host, its data work alone"] = data_work
+    for run in runs.values():
+        run()  # compiles
+    # Rounds over all four, so that a slow minute of the machine touches each alike.
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(args.rounds):
+        for name, run in runs.items():
+            times[name].append(run())
+        print(f"round {round_ + 1}: " + ", ".join(f"{name} {t[-1]:.3f} s"
+                                                   for name, t in times.items()), flush=True)
+    results = {name: statistics.median(t) for name, t in times.items()}
     report = {
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "backend": keras.backend.backend(),
         "architecture": args.architecture,
         "batch_size": args.batch_size,
+        "held_images": count,
         "precision": args.precision,
         "augmentation": "crop + flip, RandAugment 2 x 0.5, random erasing 0.25, CutMix",
+        "rounds": args.rounds,
         "seconds_per_step": {k: round(v, 4) for k, v in results.items()},
+        "seconds_per_step_each_round": {k: [round(x, 4) for x in v] for k, v in times.items()},
         "images_per_second": {k: round(args.batch_size / v, 1) for k, v in results.items()
                               if "alone" not in k},
         "command": "python benchmarks/device_resident_step.py --architecture "
                    f"{args.architecture} --batch-size {args.batch_size} --steps {args.steps} "
-                   f"--precision {args.precision}",
+                   f"--rounds {args.rounds} --precision {args.precision}"
+                   + (f" --held-images {args.held_images}" if args.held_images else ""),
     }
     print(json.dumps(report, indent=2))
     if args.output:

@@ -29,12 +29,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from zoo.recipes.plots import plot_learning_curves  # noqa: E402
 
 
-def read_curve(path: str, metric: str) -> list[float]:
-    """The per-epoch values of `metric` in a run's metrics.json."""
-    history = json.loads(Path(path).expanduser().read_text())["history"]
+def read_curve(path: str, metric: str) -> list[float] | dict[int, float]:
+    """The per-epoch values of `metric` in a run's metrics.json; for a validation metric of
+    a run that validated every few epochs (`zoo train vit --validate-every`), the points
+    `{epoch: value}` at the epochs its `validation_epochs` names."""
+    metrics = json.loads(Path(path).expanduser().read_text())
+    history = metrics["history"]
     if metric not in history:
         raise SystemExit(f"{path} has no {metric!r} history; it has {sorted(history)}")
-    return [float(v) for v in history[metric]]
+    values = [float(v) for v in history[metric]]
+    epochs = metrics.get("validation_epochs")
+    if metric.startswith("val_") and epochs and len(epochs) == len(values):
+        return dict(zip(epochs, values))
+    return values
 
 
 def _pair(item: str, flag: str) -> tuple[str, str]:
@@ -71,7 +78,14 @@ def main() -> None:
     curves = {}
     for item in args.run:
         label, path = _pair(item, "--run")
-        curves[label] = [v * scale for v in prefixes.get(label, []) + read_curve(path, args.metric)]
+        curve = read_curve(path, args.metric)
+        if isinstance(curve, dict):
+            if label in prefixes:
+                raise SystemExit(f"--prefix {label}: its run names its epochs; give the earlier "
+                                 "ones with --points")
+            curves[label] = {epoch: v * scale for epoch, v in curve.items()}
+        else:
+            curves[label] = [v * scale for v in prefixes.get(label, []) + curve]
     for item in args.points:
         label, values = _pair(item, "--points")
         curves[label] = {int(epoch): float(value) * scale

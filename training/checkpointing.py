@@ -157,11 +157,15 @@ def prepare_run_folder(folder: str | os.PathLike, written: Iterable[str],
 
 
 class ResumableCheckpoint(keras.callbacks.Callback):
-    """Writes a checkpoint of weights and optimizer state at the end of every epoch.
+    """Writes a checkpoint of weights and optimizer state at the end of every epoch (or of
+    every `every`-th epoch, and of the last one).
 
     Args:
         directory: The folder of the checkpoints; created if missing.
         keep: How many of the newest checkpoints to keep (older ones are deleted).
+        every: Write after epochs `every`, `2 * every`, ... and after the run's last epoch
+            (epochs counted from 1). A run interrupted between two checkpoints repeats the
+            epochs since the last one.
 
     Example (a run folder such as "runs/vit/checkpoints"; here a temporary one):
         >>> import tempfile
@@ -178,15 +182,20 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         3
     """
 
-    def __init__(self, directory: str | os.PathLike, keep: int = 2) -> None:
+    def __init__(self, directory: str | os.PathLike, keep: int = 2, every: int = 1) -> None:
         super().__init__()
         if int(keep) < 1:
             raise ValueError(f"keep must be at least 1; got {keep!r}")
+        if int(every) < 1:
+            raise ValueError(f"every must be at least 1; got {every!r}")
         self.directory = Path(directory)
         self.keep = int(keep)
+        self.every = int(every)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         completed = epoch + 1  # Keras numbers epochs from 0
+        if completed % self.every and completed != (self.params or {}).get("epochs"):
+            return
         final = self.directory / f"epoch-{completed:04d}"
         temporary = self.directory / f".{final.name}.tmp-{os.getpid()}"
         # A full or read-only disk names the checkpoint (not its temporary folder) and

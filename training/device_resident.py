@@ -23,6 +23,9 @@ as for any model; its own variables (the data and the order) are left out of its
 weights (`save_own_variables`), so a checkpoint holds the classifier, the augmentation's
 random state and the optimizer, not 150 MB of images. Validation and prediction go through
 it to the classifier unchanged: a rank-4 input is images.
+
+One device: under a data-parallel distribution (`zoo.training.distribution`) the one step
+number a step cannot be split across devices; use the host placement there.
 """
 
 from __future__ import annotations

@@ -87,13 +87,15 @@ def resume(model: keras.Model, out: Path) -> int:
 
 
 def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial_epoch: int,
-                  callbacks: list | None = None, keep: int = 2,
+                  callbacks: list | None = None, keep: int = 2, checkpoint_every: int = 1,
                   **fit_kwargs: Any) -> tuple[keras.callbacks.History, float]:
-    """`model.fit` from `initial_epoch` to `epochs` with a checkpoint after every epoch (the
-    newest `keep` kept), TensorBoard logs, and a progress bar at a terminal; returns the
-    history and the seconds it took. TensorBoard logs need TensorFlow's summary writer: on a
-    machine without TensorFlow (a JAX-only GPU machine) the run trains without them."""
-    callbacks = list(callbacks or []) + [ResumableCheckpoint(out / "checkpoints", keep=keep)]
+    """`model.fit` from `initial_epoch` to `epochs` with a checkpoint after every
+    `checkpoint_every`-th epoch and the last (the newest `keep` kept), TensorBoard logs, and a
+    progress bar at a terminal; returns the history and the seconds it took. TensorBoard logs
+    need TensorFlow's summary writer: on a machine without TensorFlow (a JAX-only GPU
+    machine) the run trains without them."""
+    callbacks = list(callbacks or []) + [
+        ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every)]
     if importlib.util.find_spec("tensorflow") is not None:
         callbacks.append(keras.callbacks.TensorBoard(str(out / "logs")))
     started = time.time()

@@ -396,3 +396,15 @@ def test_a_checkpoint_with_other_lora_settings_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"lora_kernel_a of shape \(3, 2\) but the model's "
                                          r"has shape \(3, 3\)"):
         restore_latest(other_rank, tmp_path)
+
+
+def test_every_n_epochs_writes_those_and_the_last(tmp_path):
+    x, y = _data()
+    model = _compiled_model()
+    model.fit(x, y, epochs=7, batch_size=4, verbose=0,
+              callbacks=[ResumableCheckpoint(tmp_path, keep=5, every=3)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0003", "epoch-0006",
+                                                           "epoch-0007"]
+    assert restore_latest(_compiled_model(), tmp_path) == 7
+    with pytest.raises(ValueError, match="every must be at least 1; got 0"):
+        ResumableCheckpoint(tmp_path, every=0)

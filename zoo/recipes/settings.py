@@ -343,6 +343,14 @@ class ViTRecipe:
         "check": FRACTION,
         "help": "with --augment: the probability that a training image has a random box "
                 "replaced by noise (random erasing; 0: none)"})
+    validate_every: int = dataclasses.field(default=1, metadata={
+        "check": POSITIVE_INT,
+        "help": "score the validation images every N epochs (and after the last)"})
+    checkpoint_every: int = dataclasses.field(default=1, metadata={
+        "check": POSITIVE_INT,
+        "help": "write a checkpoint every N epochs and after the last (a stopped run repeats "
+                "the epochs since its last checkpoint); short epochs on a GPU spend less time "
+                "writing with 10"})
     data_placement: str = dataclasses.field(default="host", metadata={
         "help": "where training batches are made: 'host' (gathered and augmented per step "
                 "outside the model) or 'device' (the training set held on the accelerator "

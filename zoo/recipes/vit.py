@@ -317,9 +317,10 @@ def _train_vit(recipe: ViTRecipe) -> dict:
     if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
         before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
         print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
-    history, seconds = fit_resumably(trained, fit_data, out, recipe.epochs, initial_epoch,
-                                     callbacks=callbacks, validation_data=validation,
-                                     validation_batch_size=256, **fit_options)
+    history, seconds = fit_resumably(
+        trained, fit_data, out, recipe.epochs, initial_epoch, callbacks=callbacks,
+        checkpoint_every=recipe.checkpoint_every, validation_data=validation,
+        validation_batch_size=256, validation_freq=validation_epochs(recipe), **fit_options)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
     return finish_run(
         out, model, recipe, history, seconds, initial_epoch,
@@ -327,9 +328,17 @@ def _train_vit(recipe: ViTRecipe) -> dict:
         None if before is None else {"top1": before["top1"], "top5": before["top5"]},
         final_model=model.merge_lora() if recipe.lora_rank else None,
         training_images=int(len(train_rows)), validation_images=int(len(valid_rows)),
+        validation_epochs=[e for e in validation_epochs(recipe) if e > initial_epoch],
         images_per_second_this_run=round(
             (steps_per_epoch * recipe.batch_size if on_device else len(train_rows))
             * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1))
+
+
+def validation_epochs(recipe: ViTRecipe) -> list[int]:
+    """The epochs (from 1) after which a run scores its validation images: every
+    `recipe.validate_every`-th and the last."""
+    return sorted(set(range(recipe.validate_every, recipe.epochs + 1, recipe.validate_every))
+                  | {recipe.epochs})
 
 
 def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.ndarray,

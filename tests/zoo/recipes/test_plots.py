@@ -53,6 +53,31 @@ def test_learning_curve_draws_a_run_scored_every_few_epochs_at_its_epochs(tmp_pa
         script.main()
 
 
+def test_learning_curve_puts_a_run_validated_every_few_epochs_at_its_epochs(tmp_path,
+                                                                           monkeypatch):
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"history": {"val_accuracy": [0.5, 0.6, 0.65],
+                                               "accuracy": [0.1, 0.2, 0.3, 0.4, 0.5]},
+                                   "validation_epochs": [2, 4, 5]}))
+    drawn = {}
+    script = _script()
+    monkeypatch.setattr(script, "plot_learning_curves",
+                        lambda curves, ylabel, path: drawn.update(curves=curves))
+    monkeypatch.setattr(sys, "argv", ["x", "--percent", "--run", f"r={metrics}",
+                                      "--output", "c.png"])
+    script.main()
+    assert drawn["curves"] == {"r": {2: pytest.approx(50.0), 4: pytest.approx(60.0),
+                                     5: pytest.approx(65.0)}}
+    monkeypatch.setattr(sys, "argv", ["x", "--metric", "accuracy", "--run", f"r={metrics}",
+                                      "--output", "c.png"])
+    script.main()  # the training metric has every epoch
+    assert drawn["curves"] == {"r": pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])}
+    monkeypatch.setattr(sys, "argv", ["x", "--run", f"r={metrics}", "--prefix", "r=0.4",
+                                      "--output", "c.png"])
+    with pytest.raises(SystemExit, match="--prefix r: its run names its epochs"):
+        script.main()
+
+
 def test_learning_curve_names_a_missing_metric_and_a_malformed_run(tmp_path, monkeypatch):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(json.dumps({"history": {"loss": [1.0]}}))

@@ -96,14 +96,21 @@ def test_device_placement_trains_augments_mixes_and_resumes(cifar_archive, micro
     args = ["train", "vit", "--data", str(cifar_archive), "--limit-per-class", "6",
             "--validation-size", "20", "--architecture", micro_preset, "--batch-size", "16",
             "--output", str(out), "--warmup-epochs", "1", "--data-placement", "device",
-            "--mix", "cutmix", "--random-erasing", "0.5", "--rand-augment-magnitude", "0.5"]
+            "--mix", "cutmix", "--random-erasing", "0.5", "--rand-augment-magnitude", "0.5",
+            "--validate-every", "2", "--checkpoint-every", "2"]
     assert main(args + ["--epochs", "1"]) == 0
     first = json.loads((out / "metrics.json").read_text())
     assert first["recipe"]["data_placement"] == "device"
     assert first["training_images"] == 40  # 2 whole steps of 16 an epoch
-    assert main(args + ["--epochs", "2", "--force"]) == 0  # continued from epoch 1
+    # The last epoch is validated and checkpointed whatever the cadence.
+    assert first["validation_epochs"] == [1] and len(first["history"]["val_accuracy"]) == 1
+    assert main(args + ["--epochs", "3", "--force"]) == 0  # continued from epoch 1
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["epochs_this_run"] == 1 and len(metrics["history"]["val_accuracy"]) == 1
+    assert metrics["epochs_this_run"] == 2
+    assert metrics["validation_epochs"] == [2, 3]
+    assert len(metrics["history"]["val_accuracy"]) == 2
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch-0002",
+                                                                       "epoch-0003"]
     import keras
 
     from zoo.models.vit.model import VisionTransformer
@@ -184,6 +191,14 @@ def test_ema_momentum_out_of_range_is_one_line(tmp_path, capsys):
               "--output", str(tmp_path / "run")])
     assert exit_.value.code == 2
     assert "argument --ema-momentum: must lie in (0, 1); got 1.0" in capsys.readouterr().err
+
+
+def test_validation_epochs_are_every_nth_and_the_last():
+    from zoo.recipes.vit import validation_epochs
+
+    assert validation_epochs(ViTRecipe(epochs=10, validate_every=4)) == [4, 8, 10]
+    assert validation_epochs(ViTRecipe(epochs=3)) == [1, 2, 3]
+    assert validation_epochs(ViTRecipe(epochs=2, validate_every=5)) == [2]
 
 
 def test_the_recipe_augments_with_its_randaugment_settings():
