@@ -89,7 +89,7 @@ if [ "$DRY_RUN" = 1 ]; then
 else
   VIT=(--architecture vit-cifar-small --validation-size 5000 --epochs "${VIT_EPOCHS:-60}"
        --batch-size 1024 --warmup-epochs 5 --rand-augment-magnitude 0.5
-       --data-placement device --random-erasing 0.25)
+       --data-placement device --random-erasing 0.25 --validate-every 5 --checkpoint-every 10)
   VIT_QK=(--query-key-norm --initialization pytorch --learning-rate 2.8e-3)
   VIT_CCT=(--architecture vit-cifar-cct7 --learning-rate 1.4e-3)
   TRANSLATOR=(--architecture transformer-multi30k --dropout 0.3 --vocabulary-size 8000

@@ -84,6 +84,7 @@ def test_hybrid_moves_to_a_larger_image_size_and_freezes_its_stem():
     assert not model.stem.trainable and model.encoder_blocks[1].trainable
 
 
+@pytest.mark.slow
 def test_hybrid_trains():
     model = tiny(stem_filters=[8, 8])
     x = images(8)
