@@ -11,12 +11,14 @@ from typing import Any
 
 # Public name -> the module that defines it; imported on first access (PEP 562).
 _LAZY = {
+    "DeviceResidentTraining": "zoo.training.device_resident",
     "InverseSqrtWarmup": "zoo.training.schedules",
     "MaskedAccuracy": "zoo.training.losses",
     "MaskedSparseCrossEntropy": "zoo.training.losses",
     "MixBatch": "zoo.training.augmentation",
     "RandAugmentPolicy": "zoo.training.rand_augment",
     "RandomCropWithPadding": "zoo.training.augmentation",
+    "RandomErasing": "zoo.training.augmentation",
     "ResumableCheckpoint": "zoo.training.checkpointing",
     "RunFolderInUse": "zoo.training.run_lock",
     "SelectiveDecayAdamW": "zoo.training.optimizers",
