@@ -25,7 +25,7 @@ import argparse
 import os
 import sys
 import typing
-from typing import Sequence
+from typing import Any, Sequence
 
 from zoo.cli.recipe_flags import RECIPES, recipe_from_args
 from zoo.cli.stdout_faults import stdout_to_devnull
@@ -203,6 +203,26 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
         print(f"top-1 {scores['top1']:.4f}\ttop-5 {scores['top5']:.4f}\t"
               f"images {scores['images']}")
+        if args.per_class:
+            for line in per_class_lines(scores["confusion_matrix"], model.class_names or []):
+                print(line)
+
+
+def per_class_lines(matrix: Any, names: list[str]) -> list[str]:
+    """One line a class of a confusion matrix (rows: true class, columns: predicted):
+    `NAME<TAB>top-1 F<TAB>images N<TAB>most often taken for OTHER (K)`; classes without
+    images are left out."""
+    lines = []
+    for index, row in enumerate(matrix):
+        total = int(row.sum())
+        if not total:
+            continue
+        wrong = [(int(count), other) for other, count in enumerate(row) if other != index]
+        count, other = max(wrong, default=(0, index))
+        mistaken = f"most often taken for {names[other]} ({count})" if count else "no errors"
+        lines.append(f"{names[index]}\ttop-1 {row[index] / total:.4f}\timages {total}\t"
+                     f"{mistaken}")
+    return lines
 
 
 def cmd_export(args: argparse.Namespace) -> None:

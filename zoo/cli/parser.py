@@ -7,6 +7,7 @@
     zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F
     zoo evaluate vit --model M --data DIR|tfds:NAME[:SPLIT] [--confusion-matrix FILE.png]
+                     [--per-class]
     zoo export M --output DIR [--version N]
     zoo quantize M --output FILE.keras|DIR [--force]
     zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
@@ -147,6 +148,8 @@ def _add_evaluate(sub: Any) -> None:
                    "or a TFDS split tfds:NAME[:SPLIT] (split test when absent)")
     p.add_argument("--confusion-matrix", metavar="FILE.png",
                    help="vit: draw the confusion matrix")
+    p.add_argument("--per-class", action="store_true",
+                   help="vit: also print each class's top-1 and its most frequent wrong answer")
     p.set_defaults(func=cmd_evaluate)
 
 

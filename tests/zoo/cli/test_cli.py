@@ -212,3 +212,17 @@ def test_the_zoo_s_own_warnings_print_as_one_line_and_others_as_python_does():
     assert verbose.startswith(f"{recipe}:300: UserWarning: bfloat16 is slow here")
     # And Python's own formatter is back after the block.
     assert warnings.formatwarning(slow, UserWarning, recipe, 300) == verbose
+
+
+def test_per_class_lines_name_each_class_its_top1_and_its_usual_mistake():
+    import numpy as np
+
+    from zoo.cli.commands import per_class_lines
+
+    matrix = np.array([[3, 1, 0], [0, 0, 0], [2, 0, 2]])
+    assert per_class_lines(matrix, ["a", "b", "c"]) == [
+        "a\ttop-1 0.7500\timages 4\tmost often taken for b (1)",
+        "c\ttop-1 0.5000\timages 4\tmost often taken for a (2)",
+    ]  # b has no images
+    assert per_class_lines(np.array([[2, 0], [0, 1]]), ["x", "y"])[1] == (
+        "y\ttop-1 1.0000\timages 1\tno errors")

@@ -75,9 +75,15 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
             (data / folder.name / image.name).write_bytes(image.read_bytes())
     picture = tmp_path / "confusion.png"
     assert main(["evaluate", "vit", "--model", str(out), "--data", str(data),
-                 "--confusion-matrix", str(picture)]) == 0
-    line = capsys.readouterr().out
+                 "--confusion-matrix", str(picture), "--per-class"]) == 0
+    line, *classes = capsys.readouterr().out.splitlines()
     assert line.startswith("top-1 ") and "images 30" in line
+    # One line a class, 3 images each; their correct answers add up to the top-1.
+    rows = [c.split("\t") for c in classes]
+    assert sorted(r[0] for r in rows) == sorted(p.name for p in data.iterdir())
+    assert all(r[2] == "images 3" for r in rows)
+    correct = sum(round(float(r[1].split()[1]) * 3) for r in rows)
+    assert correct / 30 == pytest.approx(float(line.split()[1]), abs=1e-4)
     assert picture.read_bytes()[:4] == b"\x89PNG"
     image = next((data / "cat").iterdir())
     overlay = tmp_path / "attention.png"
