@@ -166,6 +166,9 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         every: Write after epochs `every`, `2 * every`, ... and after the run's last epoch
             (epochs counted from 1). A run interrupted between two checkpoints repeats the
             epochs since the last one.
+        facts: settings of the run that a resumed run must share (JSON values, e.g.
+            `{"data_placement": "device"}`), written into `state.json` for
+            `restore_latest(..., facts=...)` to compare.
 
     Example (a run folder such as "runs/vit/checkpoints"; here a temporary one):
         >>> import tempfile
@@ -182,7 +185,8 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         3
     """
 
-    def __init__(self, directory: str | os.PathLike, keep: int = 2, every: int = 1) -> None:
+    def __init__(self, directory: str | os.PathLike, keep: int = 2, every: int = 1,
+                 facts: dict | None = None) -> None:
         super().__init__()
         if int(keep) < 1:
             raise ValueError(f"keep must be at least 1; got {keep!r}")
@@ -191,6 +195,7 @@ class ResumableCheckpoint(keras.callbacks.Callback):
         self.directory = Path(directory)
         self.keep = int(keep)
         self.every = int(every)
+        self.facts = dict(facts or {})
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         completed = epoch + 1  # Keras numbers epochs from 0
@@ -228,6 +233,7 @@ class ResumableCheckpoint(keras.callbacks.Callback):
             "logs": {key: _plain(value) for key, value in (logs or {}).items()},
             "optimizer_variables": [v.path for v in variables],
             "lora_variables": [v.path for v in lora],
+            "facts": self.facts,
         }
         (temporary / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
         for name in (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE) + ((LORA_FILE,) if lora else ()):
@@ -321,7 +327,8 @@ def _check_lora(model: keras.Model, checkpoint: Path, names: list[str],
     return variables
 
 
-def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
+def restore_latest(model: keras.Model, directory: str | os.PathLike,
+                   facts: dict | None = None) -> int:
     """Loads the newest intact checkpoint's weights and optimizer state into a compiled model.
 
     A checkpoint whose files cannot be read (truncated or damaged on disk, say by a full disk
@@ -332,6 +339,9 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
         model: A built and compiled model of the same architecture and optimizer as the one
             that wrote the checkpoints.
         directory: The folder `ResumableCheckpoint` writes to.
+        facts: the settings the checkpoint's run must have had (`ResumableCheckpoint`'s
+            `facts`); one that the checkpoint records with another value is a one-line
+            UserError naming both (a checkpoint that does not record it is not checked).
 
     Returns:
         The number of epochs the checkpoint had completed: the `initial_epoch` for
@@ -374,6 +384,11 @@ def restore_latest(model: keras.Model, directory: str | os.PathLike) -> int:
             "away to start the run over")
 
     # Check the LoRA and optimizer state first, so that a mismatch leaves the model untouched.
+    recorded = state.get("facts", {})
+    for key, value in (facts or {}).items():
+        if key in recorded and recorded[key] != value:
+            raise UserError(f"the checkpoint {checkpoint} was written by a run with {key} "
+                            f"{recorded[key]!r}, not {value!r}; resume it with the same {key}")
     lora_targets = _check_lora(model, checkpoint, state.get("lora_variables", []), lora)
     variables = list(optimizer.variables)
     if len(values) != len(variables):

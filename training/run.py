@@ -77,10 +77,11 @@ def start_run(output: str | os.PathLike, run_files: Iterable[str], force: bool, 
     return out
 
 
-def resume(model: keras.Model, out: Path) -> int:
+def resume(model: keras.Model, out: Path, facts: dict | None = None) -> int:
     """Restores the newest epoch checkpoint of the run into the built, compiled `model`;
-    returns the number of epochs it had completed (0 for a fresh run)."""
-    initial_epoch = restore_latest(model, out / "checkpoints")
+    returns the number of epochs it had completed (0 for a fresh run). `facts`: settings the
+    checkpoint's run must share (see `restore_latest`)."""
+    initial_epoch = restore_latest(model, out / "checkpoints", facts=facts)
     if initial_epoch:
         print(f"resuming from the checkpoint of epoch {initial_epoch} in {out / 'checkpoints'}")
     return initial_epoch
@@ -88,14 +89,17 @@ def resume(model: keras.Model, out: Path) -> int:
 
 def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial_epoch: int,
                   callbacks: list | None = None, keep: int = 2, checkpoint_every: int = 1,
+                  facts: dict | None = None,
                   **fit_kwargs: Any) -> tuple[keras.callbacks.History, float]:
     """`model.fit` from `initial_epoch` to `epochs` with a checkpoint after every
     `checkpoint_every`-th epoch and the last (the newest `keep` kept), TensorBoard logs, and a
     progress bar at a terminal; returns the history and the seconds it took. TensorBoard logs
     need TensorFlow's summary writer: on a machine without TensorFlow (a JAX-only GPU
-    machine) the run trains without them."""
+    machine) the run trains without them. `facts` go into every checkpoint (see
+    `ResumableCheckpoint`)."""
     callbacks = list(callbacks or []) + [
-        ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every)]
+        ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every,
+                            facts=facts)]
     if importlib.util.find_spec("tensorflow") is not None:
         callbacks.append(keras.callbacks.TensorBoard(str(out / "logs")))
     started = time.time()

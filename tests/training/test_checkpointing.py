@@ -408,3 +408,19 @@ def test_every_n_epochs_writes_those_and_the_last(tmp_path):
     assert restore_latest(_compiled_model(), tmp_path) == 7
     with pytest.raises(ValueError, match="every must be at least 1; got 0"):
         ResumableCheckpoint(tmp_path, every=0)
+
+
+def test_a_run_resumed_with_other_facts_is_one_line_naming_both(tmp_path):
+    x, y = _data()
+    model = _compiled_model()
+    model.fit(x, y, epochs=1, batch_size=4, verbose=0,
+              callbacks=[ResumableCheckpoint(tmp_path, facts={"data_placement": "device"})])
+    state = json.loads((tmp_path / "epoch-0001" / "state.json").read_text())
+    assert state["facts"] == {"data_placement": "device"}
+    with pytest.raises(ValueError) as error:
+        restore_latest(_compiled_model(), tmp_path, facts={"data_placement": "host"})
+    message = str(error.value)
+    assert "'device'" in message and "'host'" in message and "\n" not in message
+    assert restore_latest(_compiled_model(), tmp_path, facts={"data_placement": "device"}) == 1
+    # A fact the checkpoint does not record (written before it was asked for) is not checked.
+    assert restore_latest(_compiled_model(), tmp_path, facts={"seed": 3}) == 1

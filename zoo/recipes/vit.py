@@ -312,14 +312,16 @@ def _train_vit(recipe: ViTRecipe) -> dict:
             None if augment is None else compiled_augmentation(augment),
             None if mix is None else compiled_augmentation(mix), recipe.seed)
     compile_vit(trained, model, recipe, steps_per_epoch)
-    initial_epoch = resume(trained, out)
+    # The two placements' checkpoints differ in layout (the classifier nested or not).
+    facts = {"data_placement": recipe.data_placement}
+    initial_epoch = resume(trained, out, facts)
     before = None
     if recipe.model and not initial_epoch:  # the baseline fine-tuning must beat
         before = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
         print(f"before fine-tuning: validation top-1 {before['top1']:.4f}")
     history, seconds = fit_resumably(
         trained, fit_data, out, recipe.epochs, initial_epoch, callbacks=callbacks,
-        checkpoint_every=recipe.checkpoint_every, validation_data=validation,
+        checkpoint_every=recipe.checkpoint_every, facts=facts, validation_data=validation,
         validation_batch_size=256, validation_freq=validation_epochs(recipe), **fit_options)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
     return finish_run(

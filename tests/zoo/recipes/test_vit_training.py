@@ -97,7 +97,7 @@ def test_train_resume_evaluate_classify_end_to_end(cifar_archive, micro_preset, 
 
 @pytest.mark.slow
 def test_device_placement_trains_augments_mixes_and_resumes(cifar_archive, micro_preset,
-                                                            tmp_path):
+                                                            tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", "vit", "--data", str(cifar_archive), "--limit-per-class", "6",
             "--validation-size", "20", "--architecture", micro_preset, "--batch-size", "16",
@@ -110,6 +110,10 @@ def test_device_placement_trains_augments_mixes_and_resumes(cifar_archive, micro
     assert first["training_images"] == 40  # 2 whole steps of 16 an epoch
     # The last epoch is validated and checkpointed whatever the cadence.
     assert first["validation_epochs"] == [1] and len(first["history"]["val_accuracy"]) == 1
+    # The host placement's checkpoints differ in layout: refused in one line.
+    host = ["host" if a == "device" else a for a in args]
+    assert main(host + ["--epochs", "3", "--force"]) == 2
+    assert "data_placement 'device', not 'host'" in capsys.readouterr().err
     assert main(args + ["--epochs", "3", "--force"]) == 0  # continued from epoch 1
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["epochs_this_run"] == 2
