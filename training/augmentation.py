@@ -119,6 +119,15 @@ class RandomCropWithPadding(keras.layers.Layer):
         return config
 
 
+def box_mask(height: int, width: int, top: Any, bottom: Any, left: Any, right: Any) -> Any:
+    """`(batch, height, width)` booleans: True inside each image's box, rows
+    `top <= r < bottom` and columns `left <= c < right` (`(batch,)` tensors of one dtype)."""
+    rows = ops.cast(ops.arange(height), top.dtype)[None, :, None]
+    cols = ops.cast(ops.arange(width), left.dtype)[None, None, :]
+    return ((rows >= top[:, None, None]) & (rows < bottom[:, None, None])
+            & (cols >= left[:, None, None]) & (cols < right[:, None, None]))
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class RandomErasing(keras.layers.Layer):
     """Random erasing (Zhong et al., 2020): a random box of some images is replaced by noise.
@@ -186,11 +195,8 @@ class RandomErasing(keras.layers.Layer):
         top = ops.floor(uniform((batch_size,)) * (height - box_h + 1))
         left = ops.floor(uniform((batch_size,)) * (width - box_w + 1))
         erased = uniform((batch_size,)) < self.rate
-        rows = ops.cast(ops.arange(height), self.compute_dtype)[None, :, None]
-        cols = ops.cast(ops.arange(width), self.compute_dtype)[None, None, :]
-        inside = ((rows >= top[:, None, None]) & (rows < (top + box_h)[:, None, None])
-                  & (cols >= left[:, None, None]) & (cols < (left + box_w)[:, None, None])
-                  & erased[:, None, None])
+        inside = box_mask(height, width, top, top + box_h, left, left + box_w)
+        inside = inside & erased[:, None, None]
         noise = ops.floor(uniform(ops.shape(images), 0.0, 256.0))
         return ops.where(inside[:, :, :, None], noise, images)
 
@@ -356,12 +362,7 @@ class MixBatch(keras.layers.Layer):
         bottom = ops.clip(center_y - box_h // 2 + box_h, 0, height)
         left = ops.clip(center_x - box_w // 2, 0, width)
         right = ops.clip(center_x - box_w // 2 + box_w, 0, width)
-        rows = ops.arange(height, dtype="int32")[None, :, None]
-        cols = ops.arange(width, dtype="int32")[None, None, :]
-        inside = (
-            (rows >= top[:, None, None]) & (rows < bottom[:, None, None])
-            & (cols >= left[:, None, None]) & (cols < right[:, None, None])
-        )  # (b, h, w)
+        inside = box_mask(height, width, top, bottom, left, right)
         area = ops.cast((bottom - top) * (right - left), self.compute_dtype)
         kept = 1.0 - area / float(height * width)
         return inside[:, :, :, None], kept

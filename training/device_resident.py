@@ -100,17 +100,14 @@ class DeviceResidentTraining(keras.Model):
         self.num_classes, self.batch_size, self.seed = int(num_classes), int(batch_size), seed
         self.images_count = len(images)
         self.steps_per_epoch = len(images) // self.batch_size
-        self._resident = [
-            self.add_weight(shape=images.shape, dtype="uint8", trainable=False,
-                            initializer=lambda shape, dtype: images, name="images"),
-            self.add_weight(shape=labels.shape, dtype="int32", trainable=False,
-                            initializer=lambda shape, dtype: labels.astype("int32"),
-                            name="labels"),
-            self.add_weight(shape=(self.steps_per_epoch * self.batch_size,), dtype="int32",
-                            trainable=False, initializer=lambda shape, dtype: self.order(0),
-                            name="order"),
-        ]
-        self.images, self.labels, self.order_variable = self._resident
+        self.images = self.add_weight(shape=images.shape, dtype="uint8", trainable=False,
+                                      initializer=lambda shape, dtype: images, name="images")
+        self.labels = self.add_weight(shape=labels.shape, dtype="int32", trainable=False,
+                                      initializer=lambda shape, dtype: labels.astype("int32"),
+                                      name="labels")
+        self.order_variable = self.add_weight(
+            shape=(self.steps_per_epoch * self.batch_size,), dtype="int32", trainable=False,
+            initializer=lambda shape, dtype: self.order(0), name="order")
         self.build((1,))
 
     def build(self, input_shape: Any = None) -> None:
