@@ -108,3 +108,58 @@ def test_pooled_style_harness():
 def test_bad_style_names_the_value():
     with pytest.raises(ValueError, match="style must be one of .*'maxpool'"):
         ConvolutionalStem(filters=[4], style="maxpool")
+
+
+def max_pool2x2(x: np.ndarray) -> np.ndarray:
+    """2 x 2 max pooling of stride 2 (even sides), numpy only."""
+    batch, height, width, channels = x.shape
+    return x.reshape(batch, height // 2, 2, width // 2, 2, channels).max(axis=(2, 4))
+
+
+def test_vgg_style_is_convolutions_with_batch_norm_then_max_pooling_per_stage():
+    rng = np.random.default_rng(4)
+    images = rng.normal(size=(2, 8, 12, 3)).astype("float32")
+    stem = ConvolutionalStem(filters=[5, [4, 6]], style="vgg")
+    stem.build(images.shape)
+    assert stem.filters == [5, [4, 6]] and stem.stride == 4
+    assert len(stem.convolutions) == len(stem.normalizations) == 3
+    expected = images.astype("float64")
+    convolution_index = 0
+    for stage in ([5], [4, 6]):
+        for _ in stage:
+            convolution = stem.convolutions[convolution_index]
+            norm = stem.normalizations[convolution_index]
+            convolution_index += 1
+            kernel = rng.normal(size=tuple(convolution.kernel.shape)).astype("float32")
+            stats = [rng.uniform(0.5, 1.5, size=tuple(w.shape)).astype("float32")
+                     for w in norm.weights]
+            convolution.kernel.assign(kernel)
+            for weight, value in zip(norm.weights, stats):
+                weight.assign(value)
+            gamma, beta, mean, variance = stats
+            y = conv3x3_same(expected, kernel.astype("float64"))
+            expected = np.maximum((y - mean) / np.sqrt(variance + norm.epsilon) * gamma + beta,
+                                  0.0)
+        expected = max_pool2x2(expected)
+    got = np.asarray(stem(images, training=False))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert stem.compute_output_shape(images.shape) == (2, 2, 3, 6) == got.shape
+
+
+def test_vgg_style_harness():
+    images = np.random.default_rng(5).uniform(size=(2, 16, 8, 3)).astype("float32")
+    run_layer_test(ConvolutionalStem, {"filters": [4, [6, 5]], "style": "vgg"}, images,
+                   expected_output_shape=(2, 4, 2, 5), expected_num_trainable_weights=9,
+                   expected_num_non_trainable_weights=6)
+
+
+@pytest.mark.parametrize("filters", [[4, []], [[4, 0]], [[2.5]]])
+def test_bad_vgg_stages_name_the_value(filters):
+    with pytest.raises(ValueError, match="at least one convolution|positive int"):
+        ConvolutionalStem(filters=filters, style="vgg")
+
+
+@pytest.mark.parametrize("style", ["strided", "pooled"])
+def test_only_the_vgg_style_takes_stages_of_several_convolutions(style):
+    with pytest.raises(ValueError, match="each of filters"):
+        ConvolutionalStem(filters=[4, [6, 6]], style=style)

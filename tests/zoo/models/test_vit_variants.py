@@ -41,11 +41,12 @@ def test_hybrid_keeps_the_token_grid_and_embeds_the_stem_map_one_by_one():
     assert model(x).shape == (2, 5)
 
 
-@pytest.mark.parametrize("style", ["strided", "pooled"])
-def test_hybrid_config_save_and_load(tmp_path, style):
-    model = tiny(stem_filters=[8], stem_style=style)
+@pytest.mark.parametrize("style, filters", [("strided", [8]), ("pooled", [8]),
+                                            ("vgg", [[6, 8]])])
+def test_hybrid_config_save_and_load(tmp_path, style, filters):
+    model = tiny(stem_filters=filters, stem_style=style)
     config = model.get_config()
-    assert config["stem_filters"] == [8] and config["stem_style"] == style
+    assert config["stem_filters"] == filters and config["stem_style"] == style
     assert model.stem.style == style
     assert VisionTransformer.from_config(config).get_config() == config
     path = tmp_path / "hybrid.keras"
@@ -65,6 +66,22 @@ def test_cct_architecture_is_a_pooled_stem_under_a_class_token_encoder():
     block = 4 * (128 * 128 + 128) + 2 * (128 * 128) + 128 + 128 + 4 * 128
     expected = (3 * 9 * 64 + 64 * 9 * 128 + 128 * 128 + 128 + 128 + 65 * 128 + 4 * block
                 + 2 * 128 + 128 * 10 + 10)
+    assert model.count_params() == expected
+
+
+def test_vgg_architecture_is_a_batch_normalised_stem_to_a_4_by_4_grid():
+    model = VisionTransformer.from_architecture("vit-cifar-vgg")
+    assert model.stem.style == "vgg" and model.stem.filters == [64, [128, 128], 256]
+    assert model.grid_size == (4, 4) and model.patch_embedding.patch_size == 1
+    # Convolutions 3->64, 64->128, 128->128, 128->256 (3 x 3, no bias), each with batch norm
+    # (4 weights a channel, 2 of them trainable); 4 blocks of width 256, MLP 512, with the
+    # query/key norms absent; the 1 x 1 projection, class and 17 position embeddings, final
+    # norm, head.
+    convolutions = 9 * (3 * 64 + 64 * 128 + 128 * 128 + 128 * 256)
+    batch_norms = 4 * (64 + 128 + 128 + 256)
+    block = 4 * (256 * 256 + 256) + (256 * 512 + 512) + (512 * 256 + 256) + 4 * 256
+    expected = (convolutions + batch_norms + 256 * 256 + 256 + 256 + 17 * 256 + 4 * block
+                + 2 * 256 + 256 * 10 + 10)
     assert model.count_params() == expected
 
 

@@ -110,7 +110,9 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Vi
             None (the default) for the plain ViT.
         stem_style: "strided" (the above) or "pooled": CCT's tokenizer (Hassani et al.,
             2021), stride-1 convolutions each followed by ReLU and a stride-2 max pooling,
-            without batch norm (`zoo.layers.ConvolutionalStem`).
+            without batch norm; or "vgg": stages of stride-1 convolutions with batch norm and
+            ReLU, each stage ended by a 2 x 2 max pooling, where a stage may be a list of
+            channels (`zoo.layers.ConvolutionalStem`).
         attention_window: sliding-window self-attention (`zoo.layers.sliding_window_attention`):
             each token attends to the tokens within this many positions of it; None (the
             default) for full attention. For many patches at high resolution.
@@ -164,7 +166,7 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Vi
         include_rescaling: bool = True,
         num_channels: int = 3,
         pruned_heads: Mapping[int | str, Sequence[int]] | None = None,
-        stem_filters: Sequence[int] | None = None,
+        stem_filters: Sequence[int | Sequence[int]] | None = None,
         stem_style: str = "strided",
         attention_window: int | None = None,
         global_tokens: int = 0,
@@ -218,7 +220,8 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Vi
         self._create_head()
         self.build((None, *self.image_shape))
 
-    def _create_stem(self, stem_filters: Sequence[int] | None, stem_style: str) -> int:
+    def _create_stem(self, stem_filters: Sequence[int | Sequence[int]] | None,
+                     stem_style: str) -> int:
         """Creates the hybrid model's convolutional stem (or none); returns the side of the
         patches that the patch embedding cuts from the stem's feature map."""
         self.stem = self.stem_filters = None
