@@ -41,6 +41,7 @@ from zoo.training.idx_data import (
     is_idx_folder,
     load_idx_split,
 )
+from zoo.training.batch_norm import PreciseBatchNorm, batch_norm_layers
 from zoo.training.image_data import load_image_folder_numpy, rows_per_class, train_validation_split
 from zoo.training.image_files import scan_image_folder
 from zoo.training.tfds_data import (
@@ -299,6 +300,9 @@ def _train_vit(recipe: ViTRecipe) -> dict:
     # evaluation, the trained weights back for the next step and the checkpoints), and the
     # final model holds it: `fit` ends by writing the average into the weights.
     callbacks = [] if recipe.ema_momentum is None else [keras.callbacks.SwapEMAWeights()]
+    # A batch-normalised stem: each validation and the final model use statistics recomputed
+    # for the weights of the moment (after the average's swap), not the moving averages.
+    callbacks += precise_batch_norm(model, images[train_rows], recipe)
     if on_device:
         trained = DeviceResidentTraining(model, images[train_rows], labels[train_rows],
                                          num_classes, recipe.batch_size, augment=augment,
@@ -334,6 +338,18 @@ def _train_vit(recipe: ViTRecipe) -> dict:
         images_per_second_this_run=round(
             (steps_per_epoch * recipe.batch_size if on_device else len(train_rows))
             * (recipe.epochs - initial_epoch) / max(seconds, 1e-9), 1))
+
+
+def precise_batch_norm(model: VisionTransformer, train_images: np.ndarray,
+                       recipe: ViTRecipe) -> list[PreciseBatchNorm]:
+    """[`PreciseBatchNorm`] over up to 40 batches of the clean training images (of the
+    recipe's batch size) for a model with batch norm (a "strided" or "vgg" stem); [] for
+    one without."""
+    if not batch_norm_layers(model):
+        return []
+    batch_size = min(recipe.batch_size, len(train_images))
+    return [PreciseBatchNorm(model, train_images, batch_size=batch_size,
+                             batches=min(40, len(train_images) // batch_size), seed=recipe.seed)]
 
 
 def validation_epochs(recipe: ViTRecipe) -> list[int]:

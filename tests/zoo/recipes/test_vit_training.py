@@ -224,3 +224,22 @@ def test_the_recipe_augments_with_its_randaugment_settings():
     (default,) = policies(ViTRecipe())
     assert (default.magnitude, default.num_ops) == (0.9, 2)
     assert policies(ViTRecipe(rand_augment=False, rand_augment_magnitude=0.5)) == []
+
+
+def test_a_batch_normalised_stem_gets_precise_statistics_and_a_plain_vit_none(micro_preset,
+                                                                              tmp_path):
+    from zoo.models.vit.model import VisionTransformer
+    from zoo.recipes.vit import precise_batch_norm
+    from zoo.training.batch_norm import PreciseBatchNorm
+
+    recipe = ViTRecipe(output=str(tmp_path), batch_size=64)
+    images = np.zeros((100, 32, 32, 3), "uint8")
+    plain = VisionTransformer.from_architecture(micro_preset)
+    assert precise_batch_norm(plain, images, recipe) == []
+    hybrid = VisionTransformer.from_architecture(micro_preset, stem_filters=[8],
+                                                 stem_style="vgg")
+    (callback,) = precise_batch_norm(hybrid, images, recipe)
+    assert isinstance(callback, PreciseBatchNorm) and callback.target is hybrid
+    assert callback.options == {"batch_size": 64, "batches": 1, "seed": 0}
+    (small,) = precise_batch_norm(hybrid, images[:20], recipe)  # fewer images than a batch
+    assert small.options["batch_size"] == 20 and small.options["batches"] == 1
