@@ -32,9 +32,11 @@ def batch_norm_layers(model: keras.Layer) -> list[keras.layers.BatchNormalizatio
 
 def recompute_batch_norm_statistics(model: keras.Layer, images: Any, batch_size: int = 128,
                                     batches: int = 40, seed: int = 0) -> int:
-    """Sets every batch norm layer's moving mean and variance to the mean, over `batches`
-    batches of `images` drawn at random without repeats, of the batch means and variances
-    that layer sees in training mode; the trainable weights do not change.
+    """Sets every trainable batch norm layer's moving mean and variance to the mean, over
+    `batches` batches of `images` drawn at random without repeats, of the batch means and
+    variances that layer sees in training mode; the weights do not change. A frozen layer
+    (`trainable=False`, e.g. a frozen stem) normalises with its statistics in training mode
+    too, and keeps them.
 
     Each batch runs the whole model once in training mode (dropout included, which changes
     nothing but the layers after it). A layer's momentum is set to k / (k + 1) for the k-th
@@ -49,7 +51,7 @@ def recompute_batch_norm_statistics(model: keras.Layer, images: Any, batch_size:
         seed: which images.
 
     Returns:
-        How many batch norm layers were updated.
+        How many batch norm layers were updated (0 without trainable ones).
 
     Example:
     >>> import numpy as np, keras
@@ -62,7 +64,7 @@ def recompute_batch_norm_statistics(model: keras.Layer, images: Any, batch_size:
     """
     batch_size = positive_int(batch_size, "batch_size")
     batches = positive_int(batches, "batches")
-    layers = batch_norm_layers(model)
+    layers = [layer for layer in batch_norm_layers(model) if layer.trainable]
     if not layers:
         return 0
     available = len(images) // batch_size

@@ -77,6 +77,13 @@ def test_a_model_without_batch_norm_is_left_alone():
     assert recompute_batch_norm_statistics(model, np.zeros((1, 3), "float32"), batches=5) == 0
 
 
+def test_a_frozen_batch_norm_keeps_its_statistics():
+    model = normalising_model()
+    model.layers[0].trainable = False
+    assert recompute_batch_norm_statistics(model, data(), batch_size=48, batches=1) == 0
+    np.testing.assert_array_equal(np.array(model.layers[0].moving_mean), np.zeros(3))
+
+
 @pytest.mark.parametrize("options, message", [
     ({"batch_size": 16, "batches": 4}, "batches is 4, but 48 images make only 3 batches of 16"),
     ({"batch_size": 0}, "batch_size"),

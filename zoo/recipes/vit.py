@@ -343,9 +343,9 @@ def _train_vit(recipe: ViTRecipe) -> dict:
 def precise_batch_norm(model: VisionTransformer, train_images: np.ndarray,
                        recipe: ViTRecipe) -> list[PreciseBatchNorm]:
     """[`PreciseBatchNorm`] over up to 40 batches of the clean training images (of the
-    recipe's batch size) for a model with batch norm (a "strided" or "vgg" stem); [] for
-    one without."""
-    if not batch_norm_layers(model):
+    recipe's batch size) for a model with trainable batch norm (a "strided" or "vgg" stem);
+    [] for one without (or with its stem frozen)."""
+    if not any(layer.trainable for layer in batch_norm_layers(model)):
         return []
     batch_size = min(recipe.batch_size, len(train_images))
     return [PreciseBatchNorm(model, train_images, batch_size=batch_size,

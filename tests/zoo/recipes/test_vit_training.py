@@ -243,3 +243,5 @@ def test_a_batch_normalised_stem_gets_precise_statistics_and_a_plain_vit_none(mi
     assert callback.options == {"batch_size": 64, "batches": 1, "seed": 0}
     (small,) = precise_batch_norm(hybrid, images[:20], recipe)  # fewer images than a batch
     assert small.options["batch_size"] == 20 and small.options["batches"] == 1
+    hybrid.stem.trainable = False  # a frozen stem normalises with the statistics it has
+    assert precise_batch_norm(hybrid, images, recipe) == []
