@@ -57,6 +57,6 @@ def test_shipped_vit_classifies_held_out_images(shared_data):
     images, labels, names = held_out_cifar10(shared_data, per_class=100)
     assert list(model.class_names) == names
     predicted = np.argmax(model.predict(images, batch_size=250, verbose=0), axis=1)
-    # The model card reports 80.20% on these 1,000 held-out images (81.06% on all
+    # The model card reports 82.10% on these 1,000 held-out images (83.18% on all
     # 5,000); the bar is 2 points under the slice's figure.
-    assert np.mean(predicted == labels) > 0.782
+    assert np.mean(predicted == labels) > 0.801
