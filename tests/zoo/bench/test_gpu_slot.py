@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
-def test_the_dry_run_brings_back_bench_logs_metrics_and_both_models(
+def test_the_dry_run_brings_back_bench_logs_metrics_and_the_best_models(
         tmp_path, tmp_path_factory, shared_data):
     pytest.importorskip("jax")
     data = tmp_path / "data"
@@ -46,13 +46,13 @@ def test_the_dry_run_brings_back_bench_logs_metrics_and_both_models(
     joined = io.BytesIO(b"".join(p.read_bytes() for p in parts))
     with tarfile.open(fileobj=joined, mode="r:gz") as archive:
         names = set(archive.getnames())
-        for run in ("vit-qk", "vit-cct7", "translator"):
+        for run in ("vit-qk", "vit-cct7", "vit-vgg", "translator"):
             assert {f"./{run}.log", f"./{run}/metrics.json"} <= names
         # The better ViT by validation top-1 comes back, and the translator.
         back = tmp_path / "back"
         archive.extractall(back, filter="data")
     top1 = {run: json.loads((back / run / "metrics.json").read_text())["validation"]["top1"]
-            for run in ("vit-qk", "vit-cct7")}
+            for run in ("vit-qk", "vit-cct7", "vit-vgg")}
     brought = {p.parent.name for p in back.glob("*/final.keras")}
     assert "translator" in brought and len(brought) == 2
     (best,) = brought - {"translator"}
