@@ -1,5 +1,6 @@
 """One version, said everywhere: the package metadata, `zoo.__version__`, `zoo --version`,
-the CHANGELOG's newest entry and the model cards (exports: tests/zoo/serving/test_export.py)."""
+the CHANGELOG's newest entry and the model cards (exports:
+tests/zoo/serving/test_export_translator.py)."""
 
 from __future__ import annotations
 
