@@ -25,9 +25,10 @@ from zoo.layers.validation import positive_int
 
 
 def batch_norm_layers(model: keras.Layer) -> list[keras.layers.BatchNormalization]:
-    """The model's batch norm layers, nested ones included, in the order Keras tracks them."""
+    """The model's trainable batch norm layers (those whose statistics training updates),
+    nested ones included, in the order Keras tracks them."""
     return [layer for layer in model._flatten_layers(include_self=True)
-            if isinstance(layer, keras.layers.BatchNormalization)]
+            if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable]
 
 
 def recompute_batch_norm_statistics(model: keras.Layer, images: Any, batch_size: int = 128,
@@ -64,7 +65,7 @@ def recompute_batch_norm_statistics(model: keras.Layer, images: Any, batch_size:
     """
     batch_size = positive_int(batch_size, "batch_size")
     batches = positive_int(batches, "batches")
-    layers = [layer for layer in batch_norm_layers(model) if layer.trainable]
+    layers = batch_norm_layers(model)
     if not layers:
         return 0
     available = len(images) // batch_size

@@ -345,7 +345,7 @@ def precise_batch_norm(model: VisionTransformer, train_images: np.ndarray,
     """[`PreciseBatchNorm`] over up to 40 batches of the clean training images (of the
     recipe's batch size) for a model with trainable batch norm (a "strided" or "vgg" stem);
     [] for one without (or with its stem frozen)."""
-    if not any(layer.trainable for layer in batch_norm_layers(model)):
+    if not batch_norm_layers(model):
         return []
     batch_size = min(recipe.batch_size, len(train_images))
     return [PreciseBatchNorm(model, train_images, batch_size=batch_size,
