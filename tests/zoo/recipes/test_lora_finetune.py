@@ -109,8 +109,8 @@ def test_a_lora_run_writes_an_ordinary_model_and_resumes_its_factors(tmp_path, m
     restored = {}
     resume = vit_recipe.resume
 
-    def recording_resume(model, out):
-        epoch = resume(model, out)
+    def recording_resume(model, out, *args, **kwargs):
+        epoch = resume(model, out, *args, **kwargs)
         restored.update(weights_by_path(model))
         return epoch
 
