@@ -86,3 +86,15 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> P
     with naming(path):
         fsync(path.parent)
     return path
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The hex sha256 of a file's bytes, read in 1 MiB pieces (the one file hash of the zoo:
+    shipped models' manifests, downloads, archive caches)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
-from zoo.generation.settings import _is_int
+from zoo.layers.validation import is_int
 
 NextLogits = Callable[[Any, Any, tuple], tuple[Any, tuple]]
 GrowCache = Callable[[tuple, Any], tuple]
@@ -106,8 +106,8 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     `first`: a search's first step, `state -> state` (beam search's, once per sentence), run
     before the first loop, its cache grown to the loop's length; also not in small searches,
     which then take that step in the loop (`body` must handle it)."""
-    small = _is_int(rows) and _is_int(max_length) and rows * max_length < GROW_CACHE_FROM
-    unroll = two_steps and _is_int(rows) and not small
+    small = is_int(rows) and is_int(max_length) and rows * max_length < GROW_CACHE_FROM
+    unroll = two_steps and is_int(rows) and not small
     if small:
         first = None
 
@@ -117,9 +117,9 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
 
     if grow_cache is None:
         return loop(cond, first(*state) if first else state, max_length)
-    shrink = done is not None and not _is_int(rows)
+    shrink = done is not None and not is_int(rows)
     growth = GRAPH_CACHE_LENGTHS if shrink else ()
-    if not _is_int(max_length):
+    if not is_int(max_length):
         lengths = [ops.minimum(length, max_length)
                    for length in cache_lengths(length_limit, *growth)]
     elif small:

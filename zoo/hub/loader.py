@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zoo.training.disk_faults import DISK_FULL_ERRNOS
-from zoo.training.file_store import cache_dir, write_atomically
+from zoo.training.file_store import cache_dir, file_sha256, write_atomically
 from zoo.errors import UserError
 
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
@@ -45,15 +45,6 @@ def _manifests() -> dict[str, dict]:
 def list_models() -> dict[str, dict]:
     """The shipped models: `{name: {"kind", "description", "sha256", "path", ...}}`."""
     return _manifests()
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    """The hex sha256 of a file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class DownloadError(UserError):
@@ -118,7 +109,7 @@ def download(url: str, timeout: float = 60.0) -> Path:
     folder = downloads_dir() / key
     local = folder / filename
     if local.is_file():
-        if expected is None or sha256_of(local) == expected:
+        if expected is None or file_sha256(local) == expected:
             return local
         local.unlink()  # corrupted in the cache: fetch it again
     if expected is None:
@@ -389,7 +380,7 @@ def write_manifest(folder: str | os.PathLike, kind: str, description: str,
     """Writes `manifest.json` for `folder/model.keras` (with its sha256) and returns it."""
     folder = Path(folder)
     info = {"kind": kind, "description": description,
-            "sha256": sha256_of(folder / MODEL_FILE), **extra}
+            "sha256": file_sha256(folder / MODEL_FILE), **extra}
     text = json.dumps(info, indent=2) + "\n"
     write_atomically(folder / MANIFEST, lambda path: Path(path).write_text(text))
     return info

@@ -5,7 +5,8 @@ Each field is one flag of the command (zoo/cli/recipe_flags.py reads them with
 field's `metadata`: "help", "choices" and "check" (a `Check`, the range of valid values).
 The command line checks each flag as it parses it ("argument --epochs: must be a positive
 int; got 0"), and `check_fields` the same ranges for a recipe made in Python. This module
-imports nothing but the standard library, so that `zoo train vit --help` and the flag checks
+imports nothing but the standard library and the ground floor (`zoo.errors`,
+`zoo.layers.validation`), so that `zoo train vit --help` and the flag checks
 run in a fraction of a second, before Keras loads; the recipes that run the settings are
 zoo/recipes/translator.py and zoo/recipes/vit.py.
 """
@@ -13,11 +14,11 @@ zoo/recipes/translator.py and zoo/recipes/vit.py.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import typing
 from typing import Any, Callable
 
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,18 +37,15 @@ class Check:
         return None if valid else f"{self.requirement}; got {value!r}"
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
-
-POSITIVE_INT = Check(lambda v: _is_int(v) and v >= 1, "must be a positive int")
-NON_NEGATIVE_INT = Check(lambda v: _is_int(v) and v >= 0, "must be an int >= 0")
+POSITIVE_INT = Check(lambda v: is_int(v) and v >= 1, "must be a positive int")
+NON_NEGATIVE_INT = Check(lambda v: is_int(v) and v >= 0, "must be an int >= 0")
 POSITIVE = Check(lambda v: v > 0, "must be positive")
 NON_NEGATIVE = Check(lambda v: v >= 0, "must be at least 0")
 FRACTION = Check(lambda v: 0 <= v < 1, "must lie in [0, 1)")
 OPEN_FRACTION = Check(lambda v: 0 < v < 1, "must lie in (0, 1)")
 DECAY = Check(lambda v: 0 < v <= 1, "must lie in (0, 1]")
-MAX_LENGTH = Check(lambda v: _is_int(v) and 2 <= v <= 4096, "must be an integer from 2 to 4096")
+MAX_LENGTH = Check(lambda v: is_int(v) and 2 <= v <= 4096, "must be an integer from 2 to 4096")
 MAGNITUDE = Check(lambda v: 0 <= v <= 1, "must lie in [0, 1] (the paper's M / 10)")
 
 

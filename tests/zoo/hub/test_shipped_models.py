@@ -1,5 +1,8 @@
 """The models in saved_models/ load offline by name and do their job."""
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -19,7 +22,7 @@ def test_manifests_match_their_files():
     models = zoo.list_models()
     assert "translator-multi30k-en-de" in models
     for name, info in models.items():
-        assert info["sha256"] == registry.sha256_of(info["path"]), name
+        assert info["sha256"] == hashlib.sha256(Path(info["path"]).read_bytes()).hexdigest(), name
         assert (registry.MODELS_DIR / name / "README.md").exists(), f"{name} has no model card"
 
 
