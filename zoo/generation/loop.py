@@ -43,16 +43,15 @@ GrowCache = Callable[[tuple, Any], tuple]
 # A growing cache's first length (`cache_lengths`).
 FIRST_CACHE_LENGTH = 16
 # A search of fewer rows x positions keeps one loop over a full cache: each more cache length
-# is one more loop for XLA to compile (about 1.7 s on two cores) and a small cache costs
-# little. The bench's 128 rows x 32 tokens are 4,096, where growing was 1.08-1.12x faster;
-# 1,000 real sentences at batch 64 and beam 4, 1.23-1.32x (docs/performance-log.md).
+# is one more loop for XLA to compile and a small cache costs little. From the bench's 128
+# rows x 32 tokens up, growing was faster (the figures: docs/performance-log.md, 2026-11-25).
 GROW_CACHE_FROM = 4096
 
 # A graph's cache lengths (`first`, `growth` of `cache_lengths`), where finished sequences
 # leave the batch between lengths: the more often, the fewer steps spent on them, and a loop
-# costs no compilation there, but each is one more copy of the step in the exported graph. Beam
-# 4 over 32 sentences through the shipped translator's export: 48-60 sentences/s with 16
-# doubling; 55-68 alike with these, a length every 8 or every 4 (docs/performance-log.md).
+# costs no compilation there, but each is one more copy of the step in the exported graph.
+# These lengths were the fastest of those measured through the shipped translator's export
+# (docs/performance-log.md).
 GRAPH_CACHE_LENGTHS = (8, 1.5)
 
 
