@@ -94,6 +94,9 @@ def load_preset(cls: type, name: str) -> Any:
             f"{name!r} is an architecture, not trained weights: build an untrained model with "
             f"{cls.__name__}.from_architecture({name!r}, ...), or give from_preset a shipped "
             "name (zoo models), a model file or a hub handle")
+    # The one upward import of the house (tests/zoo/test_import_direction.py): the loader
+    # builds models from this module, so it is imported here, on use, to avoid a cycle, as
+    # keras-hub's `from_preset` reaches its preset loader.
     from zoo.hub.loader import load
 
     return load(name, expect=cls)
