@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 
@@ -100,7 +101,7 @@ class Tokenizer:
         """
         strings = _as_strings(texts)
         specials = int(add_start) + int(add_end)
-        if max_length is not None and (not isinstance(max_length, int) or max_length <= specials):
+        if max_length is not None and (not is_int(max_length) or max_length <= specials):
             raise UserError(
                 f"max_length must be an int > {specials} (room for the start/end ids and one "
                 f"piece), got {max_length!r}"
