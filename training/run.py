@@ -87,6 +87,16 @@ def resume(model: keras.Model, out: Path, facts: dict | None = None) -> int:
     return initial_epoch
 
 
+def tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported here, without importing it (the lent GPU machine
+    has JAX and no TensorFlow). A finder that refuses the name, as the tests' stand-in for
+    such a machine does, counts as absent."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:
+        return False
+
+
 def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial_epoch: int,
                   callbacks: list | None = None, keep: int = 2, checkpoint_every: int = 1,
                   facts: dict | None = None,
@@ -100,8 +110,10 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     callbacks = list(callbacks or []) + [
         ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every,
                             facts=facts)]
-    if importlib.util.find_spec("tensorflow") is not None:
+    if tensorflow_installed():
         callbacks.append(keras.callbacks.TensorBoard(str(out / "logs")))
+    elif initial_epoch < epochs:
+        print("TensorBoard logs skipped: their writer is TensorFlow's, which is not installed")
     started = time.time()
     history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                         verbose=fit_verbosity(), **fit_kwargs)
