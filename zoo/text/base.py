@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from zoo.errors import UserError
+from zoo.training.file_store import open_no_follow, refuse_link
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 
@@ -66,7 +67,8 @@ class Tokenizer:
             raise FileExistsError(
                 f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it"
             )
-        with open(path, "wb") as file:
+        refuse_link(path)  # never write through a link to a file elsewhere
+        with open(path, "wb", opener=open_no_follow) as file:
             file.write(self._serialized())
 
     # --- Python path --------------------------------------------------------------------
