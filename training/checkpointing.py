@@ -44,7 +44,7 @@ import numpy as np
 
 from .disk_faults import naming
 from .errors import UserError
-from .file_store import fsync
+from .file_store import fsync, refuse_link
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
@@ -132,15 +132,18 @@ def prepare_run_folder(folder: str | os.PathLike, written: Iterable[str],
     Raises:
         FileExistsError: a finished run or foreign files without `force`, or `folder` is a
             file; one line that names the folder and the files.
+        UserError: a file or folder the run writes is a symbolic link (even with `force`).
     """
     folder = Path(folder)
     if not folder.is_dir():
         if folder.exists():
             raise FileExistsError(f"the output {folder} is a file, not a folder")
         return
+    written = set(written) | set(FINAL_FILES)
+    for name in sorted(written):  # with --force too: a link would send a write elsewhere
+        refuse_link(folder / name)
     if force:
         return
-    written = set(written) | set(FINAL_FILES)
     entries = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     finished = [name for name in FINAL_FILES if name in entries]
     if finished:
@@ -215,11 +218,15 @@ class ResumableCheckpoint(keras.callbacks.Callback):
 
     def _write(self, completed: int, logs: dict | None, final: Path, temporary: Path) -> None:
         """Writes the checkpoint into `temporary` and renames it to `final`."""
+        for path in (self.directory, final):
+            refuse_link(path)  # a planted link would move the checkpoint outside the run
         self.directory.mkdir(parents=True, exist_ok=True)
         _require_space(self.model, self.directory, final)
-        if temporary.exists():
+        if temporary.is_symlink():
+            temporary.unlink()
+        elif temporary.exists():
             shutil.rmtree(temporary)
-        temporary.mkdir()
+        temporary.mkdir()  # a fresh folder: nothing inside it can be a link
 
         self.model.save_weights(str(temporary / WEIGHTS_FILE))
         optimizer = self.model.optimizer

@@ -35,6 +35,7 @@ from .checkpointing import (
     prepare_run_folder,
     restore_latest,
 )
+from .errors import UserError
 from .file_store import write_atomically
 from .precision import bfloat16_warning, set_precision
 from .progress import fit_verbosity
@@ -107,7 +108,8 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     need TensorFlow's summary writer: on a machine without TensorFlow (a JAX-only GPU
     machine) the run trains without them. `facts` go into every checkpoint (see
     `ResumableCheckpoint`)."""
-    callbacks = list(callbacks or []) + [
+    # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
+    callbacks = [StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
         ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every,
                             facts=facts)]
     if tensorflow_installed():
@@ -118,6 +120,41 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                         verbose=fit_verbosity(), **fit_kwargs)
     return history, time.time() - started
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Ends a run whose loss is not finite (NaN or infinite) with one line, at the end of the
+    epoch: training on would only write a NaN model and NaN metrics with exit 0. Keras'
+    `TerminateOnNaN` stops the fit quietly, and the run would then finish normally.
+
+    Raises:
+        UserError: from `on_epoch_end`, naming the epoch, the loss and the run folder.
+    """
+
+    def __init__(self, out: str | os.PathLike) -> None:
+        super().__init__()
+        self.out = Path(out)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            raise UserError(
+                f"the training loss became {float(loss)} in epoch {epoch + 1}; the run "
+                f"stopped without writing this epoch (the earlier checkpoints stay in "
+                f"{self.out / 'checkpoints'}): lower the learning rate or LoRA alpha")
+
+
+def finite_json(value: Any) -> Any:
+    """`value` (nested dicts, lists, numbers) with every NaN or infinite float as None, so
+    that its JSON is standard JSON (Python writes `NaN` and `Infinity`, which other readers
+    refuse)."""
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callbacks.History,
@@ -147,5 +184,6 @@ def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callba
     if before is not None:
         metrics["validation_before"] = before
     write_atomically(out / "metrics.json",
-                     lambda path: path.write_text(json.dumps(metrics, indent=2)))
+                     lambda path: path.write_text(
+                         json.dumps(finite_json(metrics), indent=2, allow_nan=False)))
     return metrics

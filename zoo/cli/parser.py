@@ -33,7 +33,7 @@ from zoo.cli.commands import (
     cmd_translate,
 )
 from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
-from zoo.recipes.settings import POSITIVE_INT
+from zoo.recipes.settings import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
 from zoo.version import zoo_version
 
 DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, export and "
@@ -161,11 +161,12 @@ def _add_export(sub: Any) -> None:
                         "DIR/models.config and DIR/batching_parameters.txt for the server")
     p.add_argument("--name", default=None,
                    help="served model name (NAME; default: the shipped name or file stem)")
-    p.add_argument("--version", type=POSITIVE, default=1, help="version folder number")
+    p.add_argument("--version", type=checked_type(int, VERSION), default=1,
+                   help="version folder number")
     p.add_argument("--force", action="store_true", help="replace an existing version")
     p.add_argument("--beam-size", type=POSITIVE, default=4,
                    help="translator: beam width in the graph")
-    p.add_argument("--alpha", type=float, default=0.6,
+    p.add_argument("--alpha", type=checked_type(float, LENGTH_PENALTY), default=0.6,
                    help="translator: length-penalty exponent in the graph")
     p.add_argument("--top-k", type=POSITIVE, default=5, help="vit: labels returned per image")
     p.set_defaults(func=cmd_export)
@@ -192,9 +193,9 @@ def _add_convert(sub: Any) -> None:
                         "left out")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="folder for model.keras and manifest.json")
-    p.add_argument("--num-heads", type=int, help="timm-vit: attention heads per block")
-    p.add_argument("--image-size", type=int, help="timm-vit: image side (default: from "
-                                                  "the position table)")
+    p.add_argument("--num-heads", type=POSITIVE, help="timm-vit: attention heads per block")
+    p.add_argument("--image-size", type=checked_type(int, IMAGE_SIZE),
+                   help="timm-vit: image side (default: from the position table)")
     p.add_argument("--include-rescaling", action="store_true",
                    help="ViT: take 0..255 images (the checkpoint's mean = std = 0.5 "
                         "normalisation inside the model)")

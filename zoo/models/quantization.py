@@ -60,6 +60,25 @@ def quantization_mode(model: keras.Model) -> str | None:
     return modes.pop() if len(modes) == 1 else (None if not modes else "mixed")
 
 
+def refuse_quantized_training(model: keras.Model, source: str) -> None:
+    """Refuses to fine-tune a quantized model: its int8 kernels are not trainable variables
+    (Keras trains float weights only), so `fit` would fail deep inside. Fine-tune the float
+    model and quantize the result (`zoo quantize`) instead; the zoo does not dequantize, since
+    that would silently train on a model with the quantization's rounding baked in.
+
+    Args:
+        model: the loaded model to be fine-tuned.
+        source: how the user named it (the `--model` value), for the message.
+
+    Raises:
+        zoo.UserError: `model` holds a quantized layer; one line naming `source`.
+    """
+    mode = quantization_mode(model)
+    if mode is not None:
+        raise UserError(f"--model {source} is quantized ({mode}), and a quantized model cannot "
+                        "be fine-tuned; fine-tune the float model, then quantize the result")
+
+
 def _check(model: Any, mode: Any) -> None:
     if not isinstance(mode, str) or mode not in MODES:
         raise UserError(f"quantization mode must be one of {', '.join(MODES)}; got {mode!r}")

@@ -13,7 +13,10 @@ zoo/recipes/translator.py and zoo/recipes/vit.py.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import math
+import numbers
 import typing
 from typing import Any, Callable
 
@@ -38,15 +41,61 @@ class Check:
 
 
 
-POSITIVE_INT = Check(lambda v: is_int(v) and v >= 1, "must be a positive int")
-NON_NEGATIVE_INT = Check(lambda v: is_int(v) and v >= 0, "must be an int >= 0")
-POSITIVE = Check(lambda v: v > 0, "must be positive")
-NON_NEGATIVE = Check(lambda v: v >= 0, "must be at least 0")
+
+# Every number a user gives is finite and bounded: a count above int32's range is no count a
+# model can use (and overflows TensorFlow's int32 shapes), a rate or scale above 1e6 trains
+# to NaN, and an infinite one writes Infinity into metrics.json.
+MAX_COUNT = 2 ** 31 - 1
+MAX_SCALE = 1e6
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+POSITIVE_INT = Check(lambda v: is_int(v) and 1 <= v <= MAX_COUNT,
+                     f"must be a positive int up to {MAX_COUNT}")
+NON_NEGATIVE_INT = Check(lambda v: is_int(v) and 0 <= v <= MAX_COUNT,
+                         f"must be an int from 0 to {MAX_COUNT}")
+POSITIVE = Check(lambda v: _finite(v) and 0 < v <= MAX_SCALE,
+                 f"must be a positive number up to {MAX_SCALE:g}")
+NON_NEGATIVE = Check(lambda v: _finite(v) and 0 <= v <= MAX_SCALE,
+                     f"must be a number from 0 to {MAX_SCALE:g}")
+SEED = Check(lambda v: is_int(v) and 0 <= v <= 2 ** 32 - 1,
+             f"must be an int from 0 to {2 ** 32 - 1}")
+LENGTH_PENALTY = Check(lambda v: _finite(v) and 0 <= v <= 10, "must be a number from 0 to 10")
+IMAGE_SIZE = Check(lambda v: is_int(v) and 1 <= v <= 4096, "must be an int from 1 to 4096")
+# TF Serving reads a version folder's number as an int64.
+VERSION = Check(lambda v: is_int(v) and 1 <= v <= 2 ** 63 - 1,
+                f"must be a positive int up to {2 ** 63 - 1} (TF Serving's int64)")
+SECONDS = Check(lambda v: _finite(v) and 0 < v <= 3600, "must be a number of seconds in "
+                "(0, 3600]")
+# The same bound as zoo.models.lora.MAX_ALPHA (this module imports no Keras).
+LORA_ALPHA = Check(lambda v: _finite(v) and 0 < v <= 10_000,
+                   "must be a positive number up to 10000")
 FRACTION = Check(lambda v: 0 <= v < 1, "must lie in [0, 1)")
 OPEN_FRACTION = Check(lambda v: 0 < v < 1, "must lie in (0, 1)")
 DECAY = Check(lambda v: 0 < v <= 1, "must lie in (0, 1]")
 MAX_LENGTH = Check(lambda v: is_int(v) and 2 <= v <= 4096, "must be an integer from 2 to 4096")
 MAGNITUDE = Check(lambda v: 0 <= v <= 1, "must lie in [0, 1] (the paper's M / 10)")
+
+
+def checked_type(kind: type, check: Check | None = None, optional: bool = False) -> Any:
+    """An argparse type: `kind` of the text ('none' is None where `optional`), then `check`,
+    so that argparse names the flag as typed: "argument --epochs: must be a positive int;
+    got 0"."""
+    def parse(text: str) -> Any:
+        if optional and text.strip().lower() == "none":
+            return None
+        value = kind(text)
+        problem = None if check is None else check.problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: 'x'"
+    return parse
 
 
 def check_fields(recipe: Any, flags: bool = False) -> None:
@@ -192,7 +241,7 @@ class TranslatorRecipe:
                 "of every attention layer instead of every weight (the final model.keras "
                 "has them merged; 'none': train every weight)"})
     lora_alpha: float | None = dataclasses.field(default=None, metadata={
-        "check": POSITIVE,
+        "check": LORA_ALPHA,
         "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
                 "scale of 1)"})
     # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
@@ -204,6 +253,7 @@ class TranslatorRecipe:
         "check": POSITIVE_INT,
         "help": "beam width of the validation translations"})
     alpha: float = dataclasses.field(default=0.6, metadata={
+        "check": LENGTH_PENALTY,
         "help": "length-penalty exponent of beam search"})
     evaluate_every: int = dataclasses.field(default=1, metadata={
         "check": POSITIVE_INT,
@@ -213,6 +263,7 @@ class TranslatorRecipe:
         "help": "at the end, average the weights of the last N epoch checkpoints and keep the "
                 "average if its validation BLEU is at least the last epoch's"})
     seed: int = dataclasses.field(default=0, metadata={
+        "check": SEED,
         "help": "random seed of initialisation, shuffling and augmentation"})
     force: bool = dataclasses.field(default=False, metadata={
         "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
@@ -273,7 +324,7 @@ class ViTRecipe:
                 "projections, and the head, instead of every weight (the final model.keras "
                 "has them merged; 'none': train every weight)"})
     lora_alpha: float | None = dataclasses.field(default=None, metadata={
-        "check": POSITIVE,
+        "check": LORA_ALPHA,
         "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
                 "scale of 1)"})
     validation_size: int = dataclasses.field(default=5000, metadata={
@@ -285,7 +336,7 @@ class ViTRecipe:
     architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
         "help": "architecture to train from scratch (untrained shape; see zoo models)"})
     image_size: int = dataclasses.field(default=32, metadata={
-        "check": POSITIVE_INT,
+        "check": IMAGE_SIZE,
         "help": "side of the square images the model sees (images are resized)"})
     epochs: int = dataclasses.field(default=200, metadata={
         "check": POSITIVE_INT,
@@ -364,6 +415,7 @@ class ViTRecipe:
                 "table and class token), as the published CIFAR recipes (a new model only)",
         "choices": ("keras", "pytorch")})
     seed: int = dataclasses.field(default=0, metadata={
+        "check": SEED,
         "help": "random seed of initialisation, shuffling and augmentation"})
     force: bool = dataclasses.field(default=False, metadata={
         "help": "accept an OUTPUT folder that holds a finished run (it continues from its "

@@ -60,6 +60,7 @@ from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
 from zoo.models.architectures import in_run_options
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.hub.loader import load
+from zoo.models.quantization import refuse_quantized_training
 from zoo.models.vit.initialization import pytorch_initialization
 from zoo.models.vit.model import VisionTransformer
 
@@ -262,6 +263,7 @@ def compile_vit(trained: keras.Model, model: VisionTransformer, recipe: ViTRecip
 
 def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
     model = load(recipe.model, expect=VisionTransformer)
+    refuse_quantized_training(model, recipe.model)
     if list(model.class_names or []) != list(class_names):
         model = replace_head(model, len(class_names), class_names)
     if model.image_size != recipe.image_size:

@@ -47,6 +47,7 @@ import keras
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
 from zoo.training.disk_faults import naming
+from zoo.training.file_store import refuse_link
 from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
@@ -179,13 +180,18 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     if not name or name.startswith(".") or "/" in name or os.sep in name:
         raise UserError(f"the served model's name must be a plain folder name; got {name!r}")
     target = Path(output) / name / str(int(version))
+    for path in (Path(output), target.parent, target):
+        refuse_link(path)  # the export would land, or replace a folder, outside DIR
     if target.exists() and not force:
         raise FileExistsError(f"{target} exists; pass --force to replace it")
+    source = model
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
-    elif not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
-        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder; "
-                        f"got a {type(model).__name__}")
+    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
+        named = "" if isinstance(source, keras.Model) else f" {source} is"
+        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder;"
+                        f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
+                        "serve (export it with model.export(path) instead)")
 
     with Step(f"exporting {name} to {target}", enabled=progress):
         _write_version(model, target, name, force, beam_size, alpha, top_k)

@@ -12,6 +12,7 @@ import numpy as np
 
 from zoo.errors import UserError
 from zoo.layers.validation import is_int
+from zoo.training.file_store import open_no_follow, refuse_link
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 
@@ -67,7 +68,8 @@ class Tokenizer:
             raise FileExistsError(
                 f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it"
             )
-        with open(path, "wb") as file:
+        refuse_link(path)  # never write through a link to a file elsewhere
+        with open(path, "wb", opener=open_no_follow) as file:
             file.write(self._serialized())
 
     # --- Python path --------------------------------------------------------------------
