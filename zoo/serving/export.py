@@ -9,15 +9,21 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   `translate_ids`: int32 source ids -> generated ids and scores;
 - the ViT's `serving_default`: encoded JPEG/PNG bytes `tf.string [batch]` -> top-k `labels`
   and `probabilities`, with decoding, resizing and normalisation in the graph (an image above
-  `MAX_PIXELS`, read from its header, is refused before it is decoded); and
-  `classify_pixels`: float pixels `[batch, H, W, 3]` in 0..255 (a batch with a NaN or
-  infinite pixel is refused, naming the image); zoo/serving/image_endpoints.py;
+  `MAX_PIXELS`, read from its header, is refused before it is decoded; an image that does
+  not decode is named: "image 3 of 8: ..."); and `classify_pixels`: float pixels
+  `[batch, H, W, 3]` in 0..255 (a batch with a NaN or infinite pixel is refused, naming the
+  image); each takes at most `MAX_IMAGES` (1,024) images and `MAX_REQUEST_BYTES` a request;
+  zoo/serving/image_endpoints.py;
 - a sentence encoder's `serving_default`: `tf.string [batch]` sentences -> `embeddings`
   (float32 `[batch, dim]`, pooled and normalised as `SentenceEncoder.embed`), with BERT's
   WordPiece tokenization in the graph (`SentenceTokenizer.tokenize_in_graph`, TF Text ops,
   the same ids as the Python tokenizer); and `embed_ids`: int32 `token_ids` and
   `padding_mask` `[batch, length]` -> `embeddings`; each refuses a request of more than
-  `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's);
+  `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's,
+  which take `MAX_TRANSLATOR_SENTENCES`, 64, a request);
+- every signature bounded in memory for every request it accepts (refusals are
+  InvalidArgument naming the cap; the largest accepted requests' memory is measured in
+  docs/benchmarks.md), and an empty request answered with outputs of no rows;
 - `assets.extra/tf_serving_warmup_requests`, PredictionLog records that TF Serving replays at
   load time so the first real request does not pay for graph warm-up;
 - `assets.extra/zoo_version.txt`, the version of the zoo that wrote the export.
@@ -55,9 +61,9 @@ from zoo.serving.model_server import (write_batching_parameters, write_models_co
 from zoo.serving.version_folder import put_in_place as _put_in_place
 from zoo.serving.version_folder import remove_stale_temporaries
 from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
-    MAX_PIXELS, image_header_size, vit_endpoints)
+    MAX_IMAGES, MAX_PIXELS, MAX_REQUEST_BYTES, image_header_size, vit_endpoints)
 from zoo.serving.text_endpoints import (  # noqa: F401  (named here too)
-    MAX_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
+    MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
 
 SERVING_SIGNATURE = "serving_default"
 
