@@ -36,14 +36,24 @@ if typing.TYPE_CHECKING:
 
 
 def cmd_models(args: argparse.Namespace) -> None:
-    """`zoo models`: one line per shipped model (name, kind, description)."""
+    """`zoo models`: one line per shipped model (name, kind, description), a hybrid ViT's kind
+    saying so, then one line per architecture (the untrained shapes `--architecture` takes)."""
     from zoo.hub.loader import list_models
+    from zoo.models.architectures import architectures
+    import zoo.models.translator.architectures  # noqa: F401  (registers; no Keras import)
+    import zoo.models.vit.architectures  # noqa: F401
 
     models = list_models()
     if not models:
         print("no shipped models found")
     for name, info in models.items():
-        print(f"{name}\t{info.get('kind', '?')}\t{info.get('description', '')}")
+        kind = info.get("kind", "?") + (" (hybrid: convolutional stem)"
+                                        if info.get("hybrid") else "")
+        print(f"{name}\t{kind}\t{info.get('description', '')}")
+    kinds = {"Translator": "translator", "VisionTransformer": "vit"}
+    for name, shape in architectures().items():
+        kind = kinds.get(shape.model, shape.model)
+        print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
 
 
 # Lines of stdin translated (and written) together: bounded memory, prompt output.

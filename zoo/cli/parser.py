@@ -87,7 +87,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zoo {zoo_version()}",
                         help="print the zoo's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _subcommand(sub, "models", "list the shipped models").set_defaults(func=cmd_models)
+    _subcommand(sub, "models", "list the shipped models and the architectures").set_defaults(func=cmd_models)
     _add_translate(sub)
     _add_classify(sub)
     for command, help_text in (

@@ -156,7 +156,7 @@ class TranslatorRecipe:
         "check": POSITIVE_INT,
         "help": "score at most this many validation pairs ('none': all)"})
     architecture: str = dataclasses.field(default="transformer-multi30k", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+        "help": "architecture to train from scratch (untrained shape; `zoo models` lists them)"})
     vocabulary_size: int = dataclasses.field(default=8000, metadata={
         "check": POSITIVE_INT,
         "help": "subword vocabulary size of a new tokenizer"})
@@ -285,7 +285,7 @@ class ViTRecipe:
         "check": POSITIVE_INT,
         "help": "use at most this many images per class ('none': all)"})
     architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+        "help": "architecture to train from scratch (untrained shape; `zoo models` lists them)"})
     image_size: int = dataclasses.field(default=32, metadata={
         "check": POSITIVE_INT,
         "help": "side of the square images the model sees (images are resized)"})
