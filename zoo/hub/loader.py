@@ -212,8 +212,8 @@ def resolve(name_or_path: str) -> Path:
         f"models: {', '.join(sorted(shipped)) or '(none installed)'}")
 
 
-def load(name_or_path: str, compile: bool = False,
-         expect: type | None = None) -> keras.Model:
+def load(name_or_path: str, compile: bool = False, expect: type | None = None,
+         num_classes: int | None = None, class_names: Any = None) -> keras.Model:
     """Loads a zoo model, ready to use: `zoo.load("translator-multi30k-en-de")`.
 
     Args:
@@ -225,6 +225,9 @@ def load(name_or_path: str, compile: bool = False,
             also `compile` yourself).
         expect: the model class the caller needs (e.g. `VisionTransformer`); another class
             is a ValueError that names both.
+        num_classes, class_names: a ViT with a new head for these classes (timm's
+            `create_model(..., num_classes=)`; `VisionTransformer.with_new_head`) where they
+            differ from the model's; either alone is enough.
 
     Returns:
         The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`).
@@ -287,6 +290,13 @@ def load(name_or_path: str, compile: bool = False,
         # Keras' own `model.export` takes only a model that was called once (it reads the
         # input signature of that call): a symbolic call costs nothing.
         model(keras.Input(tuple(model.image_shape)))
+        if (num_classes not in (None, model.num_classes) or class_names is not None
+                and list(class_names) != list(model.class_names or [])):
+            model = model.with_new_head(num_classes, class_names)
+            model(keras.Input(tuple(model.image_shape)))
+    elif num_classes is not None or class_names is not None:
+        raise UserError(f"num_classes and class_names are a ViT's; {name_or_path!r} is a "
+                        f"{type(model).__name__}")
     return model
 
 
