@@ -179,6 +179,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     import json
 
     recipe = recipe_from_args(RECIPES[args.command, args.task], args)
+    if args.task == "vit":  # settings the data cannot honour fail before TensorFlow loads
+        from zoo.recipes.data_fit import count_images, fit_to_data
+
+        count = count_images(recipe.data, recipe.limit_per_class)
+        if count is not None:
+            fit_to_data(recipe, count, say=lambda line: None)  # the run says it again
     if args.task == "translator":
         from zoo.recipes.translator import train_translator
 

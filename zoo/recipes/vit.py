@@ -58,6 +58,7 @@ from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
 from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
 from zoo.models.architectures import in_run_options
+from zoo.recipes.data_fit import fit_to_data
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.hub.loader import load
 from zoo.models.vit.initialization import pytorch_initialization
@@ -283,6 +284,7 @@ def _train_vit(recipe: ViTRecipe) -> dict:
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     images, labels, class_names = load_images(recipe)
     _require_two_classes(class_names, recipe.data)
+    recipe = fit_to_data(recipe, len(images))  # the split, the batch, the warm-up
     # Stratified: the same number of validation images from every class.
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
                                                     seed=recipe.seed, labels=labels)
