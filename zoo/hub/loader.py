@@ -297,7 +297,20 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
     elif num_classes is not None or class_names is not None:
         raise UserError(f"num_classes and class_names are a ViT's; {name_or_path!r} is a "
                         f"{type(model).__name__}")
+    model.preset_name = source_name(name_or_path)  # what `zoo.export(model)` names it
     return model
+
+
+def source_name(name_or_path: str) -> str:
+    """The name a model is known by from where it was loaded: a shipped name as it is, a
+    model folder's (or `.../NAME/model.keras`'s) folder name, a file's stem, a hub handle's
+    model name (`hf://Helsinki-NLP/opus-mt-en-de` -> `opus-mt-en-de`)."""
+    from zoo.hub.handles import is_handle, model_name
+
+    if is_handle(str(name_or_path)):
+        return model_name(str(name_or_path))
+    path = Path(str(name_or_path).partition("#")[0])  # no URL fragment (#sha256=...)
+    return path.parent.name if path.name == MODEL_FILE else path.stem
 
 
 def _refuse_unsafe(path: Path, config: Any, error: Exception) -> None:

@@ -392,17 +392,16 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
             name: an architecture name, e.g. "vit-b16-224" or "vit-cifar-tiny".
             num_classes: number of classes; `len(class_names)` when only those are given,
                 else the architecture's (1000 or 10).
-            **overrides: other constructor arguments that replace the architecture's.
-
-        Raises:
-            ValueError: for an unknown name (the message lists the names) or an override
-                that is not a constructor argument.
+            **overrides: other constructor arguments that replace the architecture's (an
+                unknown name or argument is a ValueError that lists the known ones).
         """
         if num_classes is None and overrides.get("class_names") is not None:
             num_classes = len(overrides["class_names"])
         if num_classes is not None:
             overrides["num_classes"] = num_classes
-        return cls(**architecture_config(cls, name, overrides))
+        model = cls(**architecture_config(cls, name, overrides))
+        model.preset_name = name  # what `zoo.export(model)` names it
+        return model
 
     @classmethod
     def from_preset(cls, name: str, num_classes: int | None = None,
