@@ -10,7 +10,7 @@
 #      trainings, so BENCH_WORKS picks them: by default the two that the shipped models and
 #      the generation target need; the next loan takes others, e.g.
 #      BENCH_WORKS="vit-b16-train vit-b16-infer-512 mt-base-train".
-#   2. `zoo train vit` (vit-cifar10's recipe) and `zoo train translator` (Multi30k) at once on
+#   2. `zoo train vit` (the ViT recipe: vit-cifar10's and vit-hybrid-cifar10's) and `zoo train translator` (Multi30k) at once on
 #      the one chip until the deadline; each checkpoints every epoch, so running this script
 #      again on the still-warm machine continues the runs where they stopped. VIT_EPOCHS
 #      (default 60) sets the ViT runs' schedule: raise it once a loan has measured their speed.

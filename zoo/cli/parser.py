@@ -87,7 +87,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zoo {zoo_version()}",
                         help="print the zoo's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _subcommand(sub, "models", "list the shipped models").set_defaults(func=cmd_models)
+    _subcommand(sub, "models", "list the shipped models and the architectures").set_defaults(func=cmd_models)
     _add_translate(sub)
     _add_classify(sub)
     for command, help_text in (
@@ -138,18 +138,21 @@ def _add_recipe_command(sub: Any, command: str, help_text: str, recipes: bool) -
 
 
 def _add_evaluate(sub: Any) -> None:
+    """`zoo evaluate translator` and `zoo evaluate vit`, each with its own flags only."""
     p = _subcommand(sub, "evaluate", "score a model on held-out data")
-    p.add_argument("task", choices=["translator", "vit"], help="kind of model")
-    p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--source", metavar="FILE", help="translator: source sentences")
-    p.add_argument("--reference", metavar="FILE", help="translator: reference translations")
-    p.add_argument("--beam-size", type=POSITIVE, default=4, help="translator: beam width")
-    p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class, "
-                   "or a TFDS split tfds:NAME[:SPLIT] (split test when absent)")
-    p.add_argument("--confusion-matrix", metavar="FILE.png",
-                   help="vit: draw the confusion matrix")
-    p.add_argument("--per-class", action="store_true",
-                   help="vit: also print each class's top-1 and its most frequent wrong answer")
+    tasks = p.add_subparsers(dest="task", required=True, metavar="{translator,vit}")
+    text = _subcommand(tasks, "translator", "BLEU and chrF of a translator")
+    text.add_argument("--model", required=True, help=MODEL_HELP)
+    text.add_argument("--source", metavar="FILE", help="source sentences, one a line")
+    text.add_argument("--reference", metavar="FILE", help="reference translations, one a line")
+    text.add_argument("--beam-size", type=POSITIVE, default=4, help="beam width")
+    vit = _subcommand(tasks, "vit", "top-1 and top-5 accuracy of a ViT")
+    vit.add_argument("--model", required=True, help=MODEL_HELP)
+    vit.add_argument("--data", metavar="DIR", help="folder with one subfolder per class, "
+                     "or a TFDS split tfds:NAME[:SPLIT] (split test when absent)")
+    vit.add_argument("--confusion-matrix", metavar="FILE.png", help="draw the confusion matrix")
+    vit.add_argument("--per-class", action="store_true",
+                     help="also print each class's top-1 and its most frequent wrong answer")
     p.set_defaults(func=cmd_evaluate)
 
 

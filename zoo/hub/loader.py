@@ -203,8 +203,8 @@ def resolve(name_or_path: str) -> Path:
         f"models: {', '.join(sorted(shipped)) or '(none installed)'}")
 
 
-def load(name_or_path: str, compile: bool = False,
-         expect: type | None = None) -> keras.Model:
+def load(name_or_path: str, compile: bool = False, expect: type | None = None,
+         num_classes: int | None = None, class_names: Any = None) -> keras.Model:
     """Loads a zoo model, ready to use: `zoo.load("translator-multi30k-en-de")`.
 
     Args:
@@ -216,6 +216,9 @@ def load(name_or_path: str, compile: bool = False,
             also `compile` yourself).
         expect: the model class the caller needs (e.g. `VisionTransformer`); another class
             is a ValueError that names both.
+        num_classes, class_names: a ViT with a new head for these classes (timm's
+            `create_model(..., num_classes=)`; `VisionTransformer.with_new_head`) where they
+            differ from the model's; either alone is enough.
 
     Returns:
         The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`).
@@ -278,7 +281,27 @@ def load(name_or_path: str, compile: bool = False,
         # Keras' own `model.export` takes only a model that was called once (it reads the
         # input signature of that call): a symbolic call costs nothing.
         model(keras.Input(tuple(model.image_shape)))
+        if (num_classes not in (None, model.num_classes) or class_names is not None
+                and list(class_names) != list(model.class_names or [])):
+            model = model.with_new_head(num_classes, class_names)
+            model(keras.Input(tuple(model.image_shape)))
+    elif num_classes is not None or class_names is not None:
+        raise UserError(f"num_classes and class_names are a ViT's; {name_or_path!r} is a "
+                        f"{type(model).__name__}")
+    model.preset_name = source_name(name_or_path)  # what `zoo.export(model)` names it
     return model
+
+
+def source_name(name_or_path: str) -> str:
+    """The name a model is known by from where it was loaded: a shipped name as it is, a
+    model folder's (or `.../NAME/model.keras`'s) folder name, a file's stem, a hub handle's
+    model name (`hf://Helsinki-NLP/opus-mt-en-de` -> `opus-mt-en-de`)."""
+    from zoo.hub.handles import is_handle, model_name
+
+    if is_handle(str(name_or_path)):
+        return model_name(str(name_or_path))
+    path = Path(str(name_or_path).partition("#")[0])  # no URL fragment (#sha256=...)
+    return path.parent.name if path.name == MODEL_FILE else path.stem
 
 
 def _refuse_unsafe(path: Path, config: Any, error: Exception) -> None:

@@ -81,9 +81,10 @@ def architecture_config(cls: type, name: str, overrides: dict[str, Any]) -> dict
     return {**known[name].config, **overrides}
 
 
-def load_preset(cls: type, name: str) -> Any:
+def load_preset(cls: type, name: str, **head: Any) -> Any:
     """A trained model of class `cls`: a shipped name, a model file or folder, a URL or a hub
-    handle (`zoo.load(name, expect=cls)`).
+    handle (`zoo.load(name, expect=cls, **head)`; `head`: a ViT's `num_classes` and
+    `class_names`).
 
     Raises:
         ValueError: `name` is an architecture (untrained: the message says how to build it),
@@ -99,7 +100,7 @@ def load_preset(cls: type, name: str) -> Any:
     # keras-hub's `from_preset` reaches its preset loader.
     from zoo.hub.loader import load
 
-    return load(name, expect=cls)
+    return load(name, expect=cls, **head)
 
 
 def training_option_changes(dropout: float | None = None, attention_dropout: float | None = None,

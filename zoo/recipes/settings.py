@@ -203,7 +203,7 @@ class TranslatorRecipe:
         "check": POSITIVE_INT,
         "help": "score at most this many validation pairs ('none': all)"})
     architecture: str = dataclasses.field(default="transformer-multi30k", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+        "help": "architecture to train from scratch (untrained shape; `zoo models` lists them)"})
     vocabulary_size: int = dataclasses.field(default=8000, metadata={
         "check": POSITIVE_INT,
         "help": "subword vocabulary size of a new tokenizer"})
@@ -292,7 +292,8 @@ class ViTRecipe:
     `data` is a folder with one sub-folder of images per class, a `.tar.gz` of one (it is
     extracted into the output folder), a folder of MNIST-style IDX files such as
     Fashion-MNIST's, or a TensorFlow Datasets split `tfds:NAME[:SPLIT]`
-    (`zoo.training.tfds_data`); `validation_size` images are held out from it.
+    (`zoo.training.tfds_data`); `validation_size` images are held out from it (a
+    tenth, at most 5,000, when None: `zoo.recipes.data_fit`).
 
     With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
     training `architecture` from scratch: its head is replaced when the classes differ, its position
@@ -327,14 +328,15 @@ class ViTRecipe:
         "check": LORA_ALPHA,
         "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
                 "scale of 1)"})
-    validation_size: int = dataclasses.field(default=5000, metadata={
+    validation_size: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
-        "help": "images held out for validation"})
+        "help": "images held out for validation ('none', the default: a tenth of the data, "
+                "at most 5000)"})
     limit_per_class: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "use at most this many images per class ('none': all)"})
     architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+        "help": "architecture to train from scratch (untrained shape; `zoo models` lists them)"})
     image_size: int = dataclasses.field(default=32, metadata={
         "check": IMAGE_SIZE,
         "help": "side of the square images the model sees (images are resized)"})

@@ -147,7 +147,9 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         beam_size, alpha: the translator's search, fixed in the graph.
         top_k: how many labels the ViT returns (a sentence encoder ignores these three).
         name: the served model's name; by default the shipped name, the file's stem, the
-            handle's model name, or a model object's `name`.
+            handle's model name, or for a model object the name it was loaded as (a
+            shipped name, a file's stem; `zoo.hub.loader.source_name`), its architecture's
+            name, or else its Keras `name`.
         progress: say the export on stderr as it runs (tracing, writing and checking the
             graph take about a minute for the translator on two cores).
 
@@ -171,18 +173,16 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         raise UserError(f"version must be a positive integer; got {version!r}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     top_k = positive_int(top_k, "top_k", error=UserError)
-    from zoo.hub.handles import is_handle, model_name
+    from zoo.hub.loader import source_name
 
     if isinstance(model, keras.Model):
-        name = model.name if name is None else name
+        # A loaded model by the name it was loaded as, a built one by its architecture's.
+        name = (getattr(model, "preset_name", None) or model.name) if name is None else name
     elif not isinstance(model, (str, os.PathLike)):
         raise UserError(f"model must be a zoo model or a name, path, URL or handle; got "
                         f"{type(model).__name__}")
-    elif name is None and is_handle(str(model)):
-        name = model_name(str(model))  # hf://Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de
     elif name is None:
-        path = Path(str(model).partition("#")[0])  # no URL fragment (#sha256=...)
-        name = path.parent.name if path.name == "model.keras" else path.stem
+        name = source_name(str(model))
     if not name or name.startswith(".") or "/" in name or os.sep in name:
         raise UserError(f"the served model's name must be a plain folder name; got {name!r}")
     target = Path(output) / name / str(int(version))

@@ -30,7 +30,11 @@ def test_quantize_writes_an_int8_file_that_loads(float_vit, tmp_path, capsys):
     out = tmp_path / "int8.keras"
     assert main(["quantize", str(float_vit), "--output", str(out)]) == 0
     captured = capsys.readouterr()
-    assert captured.out.strip() == str(out) and captured.err == ""
+    # What it does, said first (it takes ~20 s), then the file written.
+    said, written = captured.out.splitlines()
+    assert said.startswith(f"zoo: quantizing {float_vit}: loading it, storing its Dense, "
+                           "EinsumDense and embedding weights as int8")
+    assert written == str(out) and captured.err == ""
     pixels = np.random.default_rng(0).integers(0, 256, (2, 16, 16, 3)).astype("uint8")
     model = zoo.load(str(out))
     assert quantization_mode(model) == "int8"
@@ -42,6 +46,7 @@ def test_quantize_into_a_folder_writes_its_manifest(float_vit, tmp_path, capsys)
     assert main(["quantize", str(float_vit), "--output", str(folder)]) == 0
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["kind"] == "vit" and manifest["quantization"] == "int8"
+    assert manifest["preset"] == "vit-int8"  # the name it loads by, not an architecture
     assert quantization_mode(zoo.load(str(folder))) == "int8"
 
 
