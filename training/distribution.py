@@ -348,3 +348,13 @@ def predict_in_batches(model: keras.Model, inputs: np.ndarray, batch_size: int =
     parts = [np.asarray(model(inputs[start:start + batch_size], training=False))
              for start in range(0, len(inputs), batch_size)]
     return np.concatenate(parts)
+
+
+def barrier(name: str) -> None:
+    """Waits until every process of the job reaches the barrier `name` (nothing outside a
+    job): for example until process 0 has written a file the others then read."""
+    if process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(name)

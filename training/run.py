@@ -36,7 +36,7 @@ from .checkpointing import (
     prepare_run_folder,
     restore_latest,
 )
-from .distribution import is_chief
+from .distribution import barrier, is_chief
 from .file_store import write_atomically
 from .precision import bfloat16_warning, set_precision
 from .progress import fit_verbosity
@@ -113,6 +113,7 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
         started = time.time()
         history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch,
                             callbacks=callbacks, verbose=fit_verbosity(), **fit_kwargs)
+        barrier("zoo-fit-end")  # process 0's last checkpoint is complete for every process
     return history, time.time() - started
 
 
