@@ -23,6 +23,7 @@ import importlib.util
 import json
 import math
 import os
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -35,6 +36,7 @@ from .checkpointing import (
     prepare_run_folder,
     restore_latest,
 )
+from .distribution import barrier, is_chief
 from .errors import UserError
 from .file_store import write_atomically
 from .precision import bfloat16_warning, set_precision
@@ -48,7 +50,8 @@ def hold_run_folder(output: str | os.PathLike, run_files: Iterable[str],
     """Holds the run folder for one run, from before it is read or written to the end of the
     block: refuses it as `prepare_run_folder` does, creates it, and locks it
     (`zoo.training.run_lock.run_folder_lock`), so that a second run into it meanwhile is
-    refused in one line naming the folder and the process that holds it.
+    refused in one line naming the folder and the process that holds it. In a multi-process
+    job only process 0 creates and locks it (the others check it and write nothing).
 
     Raises:
         FileExistsError: see `prepare_run_folder`.
@@ -56,6 +59,9 @@ def hold_run_folder(output: str | os.PathLike, run_files: Iterable[str],
     """
     out = Path(output)
     prepare_run_folder(out, run_files, force=force)  # refused before anything is written
+    if not is_chief():
+        yield out
+        return
     out.mkdir(parents=True, exist_ok=True)
     with run_folder_lock(out):
         yield out
@@ -107,19 +113,38 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     progress bar at a terminal; returns the history and the seconds it took. TensorBoard logs
     need TensorFlow's summary writer: on a machine without TensorFlow (a JAX-only GPU
     machine) the run trains without them. `facts` go into every checkpoint (see
-    `ResumableCheckpoint`)."""
-    # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
-    callbacks = [StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
-        ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every,
-                            facts=facts)]
-    if tensorflow_installed():
-        callbacks.append(keras.callbacks.TensorBoard(str(out / "logs")))
-    elif initial_epoch < epochs:
-        print("TensorBoard logs skipped: their writer is TensorFlow's, which is not installed")
-    started = time.time()
-    history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch, callbacks=callbacks,
-                        verbose=fit_verbosity(), **fit_kwargs)
+    `ResumableCheckpoint`). In a multi-process job only process 0 writes into `out`
+    (`written_folder`)."""
+    with written_folder(out) as folder:
+        # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
+        callbacks = [StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
+            ResumableCheckpoint(folder / "checkpoints", keep=keep, every=checkpoint_every,
+                                facts=facts)]
+        if tensorflow_installed():
+            callbacks.append(keras.callbacks.TensorBoard(str(folder / "logs")))
+        elif initial_epoch < epochs:
+            print("TensorBoard logs skipped: their writer is TensorFlow's, which is not "
+                  "installed")
+        started = time.time()
+        history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch,
+                            callbacks=callbacks, verbose=fit_verbosity(), **fit_kwargs)
+        barrier("zoo-fit-end")  # process 0's last checkpoint is complete for every process
     return history, time.time() - started
+
+
+@contextlib.contextmanager
+def written_folder(out: Path) -> Iterator[Path]:
+    """The folder this process writes the run's files into: `out` for process 0 (or the
+    only process), a temporary folder, removed at the end of the block, for the others.
+
+    Every process of a multi-process job must save alike, because saving reads the weights
+    with JAX calls that every process takes part in; the files of all but one are thrown away
+    (TensorFlow's multi-worker saving does the same)."""
+    if is_chief():
+        yield out
+        return
+    with tempfile.TemporaryDirectory(prefix="zoo-process-") as scratch:
+        yield Path(scratch)
 
 
 class StopOnNonFiniteLoss(keras.callbacks.Callback):
@@ -167,9 +192,11 @@ def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callba
     `validation` scores, the scores `before` fine-tuning (if any), and `extra`.
 
     `final_model` is the model written to `model.keras` when it is not `model` itself (the
-    trained model with its LoRA factors merged into its kernels, say)."""
+    trained model with its LoRA factors merged into its kernels, say). In a multi-process
+    job only process 0 writes; every process returns the metrics."""
     final_model = model if final_model is None else final_model
-    write_atomically(out / "model.keras", final_model.save)
+    with written_folder(out) as folder:
+        write_atomically(folder / "model.keras", final_model.save)
     metrics = {
         "recipe": dataclasses.asdict(recipe),
         "backend": keras.backend.backend(),
@@ -183,7 +210,8 @@ def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callba
     }
     if before is not None:
         metrics["validation_before"] = before
-    write_atomically(out / "metrics.json",
-                     lambda path: path.write_text(
-                         json.dumps(finite_json(metrics), indent=2, allow_nan=False)))
+    if is_chief():
+        write_atomically(out / "metrics.json",
+                         lambda path: path.write_text(
+                             json.dumps(finite_json(metrics), indent=2, allow_nan=False)))
     return metrics

@@ -153,6 +153,38 @@ def field_metadata(recipe_class: type, name: str) -> typing.Mapping[str, Any]:
     return {}
 
 
+# The settings that put a run into a multi-process job (zoo.training.distribution), fields of
+# every recipe: a function makes each field anew, as every dataclass needs its own.
+def _coordinator_address() -> Any:
+    return dataclasses.field(default=None, metadata={
+        "help": "multi-process training (JAX backend): HOST:PORT of process 0, which every "
+                "process of the job reaches ('none': KERAS_DISTRIBUTION_JOB_ADDRESSES or "
+                "JAX_COORDINATOR_ADDRESS from the environment, else one process)"})
+
+
+def _num_processes() -> Any:
+    return dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
+        "help": "multi-process training: the number of processes of the job, one per host "
+                "(or per GPU); each trains on its share of every --batch-size batch "
+                "('none': KERAS_DISTRIBUTION_NUM_PROCESSES or the cluster's own)"})
+
+
+def _process_id() -> Any:
+    return dataclasses.field(default=None, metadata={
+        "check": NON_NEGATIVE_INT,
+        "help": "multi-process training: this process's index from 0; process 0 writes the "
+                "checkpoints, model and metrics ('none': KERAS_DISTRIBUTION_PROCESS_ID or "
+                "the cluster's own)"})
+
+
+def _heartbeat_timeout() -> Any:
+    return dataclasses.field(default=60, metadata={
+        "check": POSITIVE_INT,
+        "help": "multi-process training: seconds without a sign of life after which a "
+                "process counts as lost and the job ends (its last checkpoint kept)"})
+
+
 @dataclasses.dataclass
 class TranslatorRecipe:
     """Settings of a translator training run (each is a `zoo train translator` flag, whose
@@ -268,6 +300,10 @@ class TranslatorRecipe:
     force: bool = dataclasses.field(default=False, metadata={
         "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
                 "checkpoints) or files the run did not write"})
+    coordinator_address: str | None = _coordinator_address()
+    num_processes: int | None = _num_processes()
+    process_id: int | None = _process_id()
+    heartbeat_timeout: int = _heartbeat_timeout()
 
 
 @dataclasses.dataclass
@@ -422,6 +458,10 @@ class ViTRecipe:
     force: bool = dataclasses.field(default=False, metadata={
         "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
                 "checkpoints) or files the run did not write"})
+    coordinator_address: str | None = _coordinator_address()
+    num_processes: int | None = _num_processes()
+    process_id: int | None = _process_id()
+    heartbeat_timeout: int = _heartbeat_timeout()
 
 
 @dataclasses.dataclass

@@ -29,6 +29,8 @@ from zoo.training.file_store import write_atomically
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.optimizers import transformer_adam
 from zoo.training.progress import Step
+from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
+from zoo.training.distribution import ProcessShard, barrier, is_chief, process_count
 from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume,
                                start_run)
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
@@ -66,6 +68,7 @@ def check_recipe(recipe: TranslatorRecipe) -> None:
     check_fields(recipe)
     check_lora_settings(recipe)
     check_search_settings(recipe.beam_size, alpha=recipe.alpha)
+    check_recipe_job(recipe, backend=keras.backend.backend())
     if recipe.tfds:
         tfds_builder(tfds_training_spec(recipe).name)
 
@@ -115,8 +118,17 @@ def _tokenizer(recipe: TranslatorRecipe, train: list,
     if pretrained is not None:
         return pretrained.require_tokenizer()
     path = Path(recipe.output) / "tokenizer.model"
+    if process_count() > 1:  # process 0 trains it; every process reads that one
+        if is_chief() and not path.exists():
+            _train_tokenizer(recipe, train, path)
+        barrier("zoo-tokenizer")
+        return load_tokenizer(path)
     if path.exists():  # a resumed run must keep its vocabulary
         return load_tokenizer(path)
+    return _train_tokenizer(recipe, train, path)
+
+
+def _train_tokenizer(recipe: TranslatorRecipe, train: list, path: Path) -> SubwordTokenizer:
     texts = [side for pair in train for side in pair]
     with Step(f"training a {recipe.vocabulary_size:,}-piece tokenizer on {len(texts):,} "
               "sentences"):
@@ -156,9 +168,11 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
 def train_translator(recipe: TranslatorRecipe) -> dict:
     """Trains (or resumes) a translator; returns the metrics written to metrics.json. The run
     holds its output folder throughout (`zoo.training.run.hold_run_folder`): a second run
-    into the folder meanwhile is refused in one line."""
+    into the folder meanwhile is refused in one line. With job settings it runs as one
+    process of a multi-process job (`zoo.recipes.multiprocess`)."""
     check_recipe(recipe)
-    with hold_run_folder(recipe.output, RUN_FILES, recipe.force):
+    join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
+    with ending_on_lost_peer(), hold_run_folder(recipe.output, RUN_FILES, recipe.force):
         return _train_translator(recipe)
 
 
@@ -186,6 +200,8 @@ def _train_translator(recipe: TranslatorRecipe) -> dict:
                                     seed=recipe.seed, **special)
     if keras.backend.backend() == "tensorflow":
         batches = batches.to_tf_dataset()
+    elif process_count() > 1:  # each process feeds its rows of every global batch
+        batches = ProcessShard(batches)
 
     model = build_translator(recipe, tokenizer, pretrained)
     sample = TeacherForcingBatches(source_ids[:2], target_ids[:2], 2, shuffle=False,

@@ -60,6 +60,8 @@ from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
 from zoo.models.architectures import in_run_options
 from zoo.recipes.data_fit import fit_to_data
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
+from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
+from zoo.training.distribution import ProcessShard, predict_in_batches, process_count
 from zoo.hub.loader import load
 from zoo.models.quantization import refuse_quantized_training
 from zoo.models.vit.initialization import pytorch_initialization
@@ -79,6 +81,7 @@ def check_recipe(recipe: ViTRecipe) -> None:
     """
     check_fields(recipe)
     check_lora_settings(recipe)
+    check_recipe_job(recipe, backend=keras.backend.backend())
     if is_tfds_spec(recipe.data):
         tfds_builder(parse_tfds_spec(recipe.data).name)
 
@@ -277,9 +280,11 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
 def train_vit(recipe: ViTRecipe) -> dict:
     """Trains (or resumes) a ViT; returns the metrics written to metrics.json. The run
     holds its output folder throughout (`zoo.training.run.hold_run_folder`): a second run
-    into the folder meanwhile is refused in one line."""
+    into the folder meanwhile is refused in one line. With job settings it runs as one
+    process of a multi-process job (`zoo.recipes.multiprocess`)."""
     check_recipe(recipe)
-    with hold_run_folder(recipe.output, RUN_FILES, recipe.force):
+    join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
+    with ending_on_lost_peer(), hold_run_folder(recipe.output, RUN_FILES, recipe.force):
         return _train_vit(recipe)
 
 
@@ -321,6 +326,8 @@ def _train_vit(recipe: ViTRecipe) -> dict:
             images[train_rows], labels[train_rows], num_classes, recipe.batch_size,
             None if augment is None else compiled_augmentation(augment),
             None if mix is None else compiled_augmentation(mix), recipe.seed)
+        if process_count() > 1:  # each process feeds its rows of every global batch
+            fit_data = ProcessShard(fit_data)
     compile_vit(trained, model, recipe, steps_per_epoch)
     # The two placements' checkpoints differ in layout (the classifier nested or not).
     facts = {"data_placement": recipe.data_placement}
@@ -369,7 +376,7 @@ def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.nda
                     batch_size: int = 256) -> dict:
     """Top-1, top-5 (None for 5 classes or fewer, where it is always 1) and the confusion
     matrix of `model` on uint8 images and int labels."""
-    logits = model.predict(images, batch_size=batch_size, verbose=0)
+    logits = predict_in_batches(model, images, batch_size=batch_size)
     ranked = np.argsort(-logits, axis=1)
     top1 = float(np.mean(ranked[:, 0] == labels))
     top5 = (float(np.mean(np.any(ranked[:, :5] == labels[:, None], axis=1)))

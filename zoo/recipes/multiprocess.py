@@ -1,0 +1,79 @@
+"""A training recipe as one process of a multi-process job (JAX), and how such a job ends.
+
+`zoo train vit|translator` and `zoo finetune` join a job when their flags
+(`--coordinator-address`, `--num-processes`, `--process-id`) or the environment name one
+(`zoo.training.distribution.job_settings`); the JAX machinery does the rest:
+`jax.distributed.initialize`, gloo collectives on CPUs, and Keras' `DataParallel` over the
+job's devices (`zoo.training.distribution.join_job`). Every process runs the whole recipe on
+the same data and feeds its share of each global batch (`ProcessShard`); process 0 alone
+holds the run folder and writes checkpoints, logs, `model.keras` and `metrics.json`
+(`zoo.training.run`). Every process resumes from the run folder's last checkpoint, so the
+folder must be one that every host sees (a shared filesystem) when the job spans hosts.
+
+When a process of the job dies, each other one ends in one line (`ending_on_lost_peer`);
+the run folder keeps its last complete checkpoint, and the same commands started again
+resume from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
+
+from zoo.errors import UserError
+from zoo.training.distribution import (JobSettings, check_job_settings, is_lost_peer,
+                                       job_settings, join_job, process_count, process_index)
+
+
+def recipe_job(recipe: Any) -> JobSettings:
+    """The job a recipe's settings (or, where they are 'none', the environment) name."""
+    return job_settings(recipe.coordinator_address, recipe.num_processes, recipe.process_id)
+
+
+def check_recipe_job(recipe: Any, backend: str | None = None) -> None:
+    """Refuses job settings that cannot run, in one line: a process id outside the job, a
+    backend other than JAX, or (a ViT recipe) batches made on the device, which one process
+    draws for the whole batch.
+
+    Raises:
+        zoo.UserError: the first problem.
+    """
+    job = recipe_job(recipe)
+    check_job_settings(job, backend)
+    if job.is_multi_process and getattr(recipe, "data_placement", "host") != "host":
+        raise UserError("--data-placement device does not combine with multi-process "
+                        "training; use --data-placement host")
+
+
+def join_recipe_job(recipe: Any) -> bool:
+    """Joins the job the recipe names (nothing for a single process); returns whether this
+    process is one of several. Call it before any model is made."""
+    check_recipe_job(recipe)
+    job = recipe_job(recipe)
+    join_job(job, heartbeat_timeout_seconds=recipe.heartbeat_timeout)
+    return job.is_multi_process
+
+
+@contextlib.contextmanager
+def ending_on_lost_peer() -> Iterator[None]:
+    """Ends this process in one line on stderr, status 1, when another process of its job
+    is lost (`is_lost_peer`); any other error passes through.
+
+    The exit skips Python's clean-up on purpose: JAX's own shutdown waits at a barrier for
+    every process of the job, the lost one included, and then aborts with a page of
+    native log lines.
+    """
+    try:
+        yield
+    except Exception as error:
+        if not is_lost_peer(error):
+            raise
+        cause = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        print(f"zoo: error: process {process_index()} of {process_count()} lost another "
+              f"process of the job ({cause}); the run folder keeps its last checkpoint: "
+              "start every process again to resume", file=sys.stderr, flush=True)
+        os._exit(1)
