@@ -86,7 +86,12 @@ def _texts_of(batch: Sequence[Line], where: str, cap: int, max_tokens: int) -> l
 def cmd_translate(args: argparse.Namespace) -> int:
     """`zoo translate`: one translation per TEXT argument or line of stdin, written batch by
     batch; returns 1 when some arguments or stdin lines were not UTF-8 (see the module's
-    doc)."""
+    doc). With `--pipeline FILE`, the file's lines on Apache Beam instead
+    (zoo/cli/pipeline_commands.py)."""
+    if args.pipeline:
+        from zoo.cli.pipeline_commands import translate_pipeline
+
+        return translate_pipeline(args)
     import zoo
     from zoo.generation.settings import check_search_settings
     from zoo.cli.line_reader import always_ready, argument_lines, batches, stdin_lines
@@ -150,8 +155,15 @@ def _printable(path: str) -> str:
             encoding, "backslashreplace").decode(encoding)
 
 
-def cmd_classify(args: argparse.Namespace) -> None:
-    """`zoo classify`: `path<TAB>label<TAB>probability` lines, top-k per image."""
+def cmd_classify(args: argparse.Namespace) -> int:
+    """`zoo classify`: `path<TAB>label<TAB>probability` lines, top-k per image; with
+    `--pipeline FOLDER`, a folder's images on Apache Beam (zoo/cli/pipeline_commands.py)."""
+    if args.pipeline:
+        from zoo.cli.pipeline_commands import classify_pipeline
+
+        return classify_pipeline(args)
+    if not args.images:
+        raise UserError("classify needs IMAGE arguments (or --pipeline FOLDER)")
     import numpy as np
 
     import zoo

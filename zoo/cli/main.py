@@ -75,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = verbose_requested(argv)
     parser = build_parser(recipes=command in RECIPE_COMMANDS)
     args = parser.parse_args(argv)
-    if args.command == "translate" and not args.text and _stdin_is_terminal():
+    if (args.command == "translate" and not args.text and not args.pipeline
+            and _stdin_is_terminal()):
         _translate_parser(parser).error(
             "give TEXT to translate, or pipe sentences on stdin (one per line)")
     message = (_check_utf8(args, parser) or _check_backend(args.command, os.environ)
@@ -223,6 +224,8 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     from zoo.hub.handles import is_handle  # a hub-layout folder converts when loaded, not here
 
     model = getattr(args, "model", None)
+    if getattr(args, "pipeline", None):  # an export's folder, and Beam's paths: checked there
+        return None
     if (args.command in ("translate", "classify", "evaluate", "export", "quantize")
             and isinstance(model, str) and "://" not in model and not is_handle(model)
             and hasattr(registry, "resolve")):

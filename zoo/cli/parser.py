@@ -2,7 +2,11 @@
 
     zoo models
     zoo translate [--model M] [--beam-size N] [--attention FILE.png] [TEXT ...]
+    zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N]
+                  [--pipeline-options="BEAM FLAGS"]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
+    zoo classify --pipeline FOLDER --output FILE --model EXPORT [--top-k K] [--workers N]
+                 [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F
@@ -32,6 +36,7 @@ from zoo.cli.commands import (
     cmd_train,
     cmd_translate,
 )
+from zoo.cli.pipeline_commands import add_pipeline_flags
 from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
 from zoo.recipes.settings import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
 from zoo.version import zoo_version
@@ -112,16 +117,19 @@ def _add_translate(sub: Any) -> None:
                    help="longest translation in tokens (default: the model's)")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first sentence's source-by-target cross-attention")
+    add_pipeline_flags(p, "a text file's lines", POSITIVE)
     p.set_defaults(func=cmd_translate)
 
 
 def _add_classify(sub: Any) -> None:
     p = _subcommand(sub, "classify", "classify images (path<TAB>label<TAB>probability)")
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, ...)")
+    p.add_argument("images", nargs="*", metavar="IMAGE",
+                   help="image files (JPEG, PNG, ...); none with --pipeline")
     p.add_argument("--model", default=DEFAULT_VIT, help=f"ViT: {MODEL_HELP}")
     p.add_argument("--top-k", type=POSITIVE, default=3, help="labels printed per image")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first image with its attention-rollout map")
+    add_pipeline_flags(p, "a folder's images (or a glob)", POSITIVE)
     p.set_defaults(func=cmd_classify)
 
 
