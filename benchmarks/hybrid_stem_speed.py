@@ -5,14 +5,14 @@ under the zoo's encoder blocks, sketched as functional Keras models (docs/traini
     KERAS_BACKEND=tensorflow python benchmarks/hybrid_stem_speed.py [NAME-SUBSTRING ...]
 
 Each shape trains `fit` steps of batch 128 on random arrays (one epoch of 4 steps to compile,
-then 8 timed steps) and prints its parameters and images/s. A stem stage is a list of
+then two timed epochs of 4 steps, by the harness's `zoo.bench.steps.measure`) and prints its
+parameters and images/s; writes benchmarks/results/hybrid_stem_speed-BACKEND-HOST-DATE.json. A stem stage is a list of
 convolution channels (3 x 3, batch norm, ReLU), ended by a 2 x 2 max pooling.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import keras
@@ -20,6 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from zoo.bench.report import write_benchmark  # noqa: E402
+from zoo.bench.steps import measure  # noqa: E402
 from zoo.layers.class_token import ClassToken  # noqa: E402
 from zoo.layers.transformer_encoder import TransformerEncoderBlock  # noqa: E402
 
@@ -56,18 +58,22 @@ def main(filters: list[str]) -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(size=(BATCH * 4, 32, 32, 3)).astype("float32")
     y = rng.integers(0, 10, BATCH * 4)
+    rows = []
     for name, shape in SHAPES.items():
         if filters and not any(f in name for f in filters):
             continue
         model = build(*shape)
         model.compile(keras.optimizers.AdamW(1e-3),
                       keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
-        start = time.perf_counter()
-        model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0)
-        rate = 8 * BATCH / (time.perf_counter() - start)
+        rate = measure(lambda: model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0),
+                       len(x), 0.0, warmup=1, min_calls=2)
         print(f"{name:40s} parameters {model.count_params():>9,d}  {rate:6.1f} images/s",
               flush=True)
+        rows.append({"shape": name, "parameters": int(model.count_params()),
+                     "images_per_second": round(rate, 1)})
+    write_benchmark(__file__, {"settings": {"batch": BATCH, "steps_per_epoch": 4,
+                                            "timed_epochs": 2, "filters": filters},
+                               "results": rows}, variant=keras.backend.backend())
 
 
 if __name__ == "__main__":

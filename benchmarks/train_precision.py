@@ -6,9 +6,10 @@
 Each (precision, repeat) runs in its own process (the dtype policy is global), as `zoo train`
 would run it (TensorFlow's oneDNN kernels on, `zoo.runtime.use_onednn`): the
 architecture with random weights, AdamW, `train_on_batch` on one batch of 128 random 32 x 32
-images, 2 untimed steps then `--steps` timed. Prints images/s and whether the CPU computes
-bfloat16 natively (`zoo.training.precision.cpu_has_native_bfloat16`); writes
-benchmarks/results/train_precision.json.
+images, 2 untimed steps then `--steps` timed (the harness's `zoo.bench.steps.measure`).
+Prints images/s and whether the CPU computes bfloat16 natively
+(`zoo.training.precision.cpu_has_native_bfloat16`); writes
+benchmarks/results/train_precision-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from zoo.bench.report import write_benchmark  # noqa: E402
+from zoo.bench.steps import measure  # noqa: E402
 
 BATCH = 128
 
@@ -45,12 +47,8 @@ def images_per_second(precision: str, architecture: str, steps: int) -> float:
     labels = rng.integers(0, 10, BATCH)
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    for _ in range(2):
-        model.train_on_batch(images, labels)
-    started = time.perf_counter()
-    for _ in range(steps):
-        model.train_on_batch(images, labels)
-    return BATCH * steps / (time.perf_counter() - started)
+    return measure(lambda: model.train_on_batch(images, labels), BATCH, 0.0, warmup=2,
+                   min_calls=steps)
 
 
 def main() -> None:
@@ -74,15 +72,13 @@ def main() -> None:
                 capture_output=True, text=True, check=True)
             rates[precision].append(round(float(done.stdout.strip().splitlines()[-1]), 1))
             print(f"{precision:15s} {rates[precision][-1]:7.1f} images/s", flush=True)
-    result = {"benchmark": "train_precision", "machine": platform.machine(),
-              "native_bfloat16": cpu_has_native_bfloat16(),
+    result = {"benchmark": "train_precision", "native_bfloat16": cpu_has_native_bfloat16(),
               "settings": {"architecture": args.architecture, "batch": BATCH,
                            "steps": args.steps,
                            "backend": os.environ.get("KERAS_BACKEND", "tensorflow")},
               "images_per_second": rates}
-    output = Path(__file__).parent / "results" / "train_precision.json"
-    output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"native bfloat16: {result['native_bfloat16']}; wrote {output}")
+    print(f"native bfloat16: {result['native_bfloat16']}")
+    write_benchmark(__file__, result)
 
 
 if __name__ == "__main__":
