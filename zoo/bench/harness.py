@@ -253,7 +253,7 @@ def add_arguments(parser: Any) -> None:
                         help="timed seconds per system, work and round, after warm-up")
     parser.add_argument("--output", default=None, metavar="FILE.json",
                         help="where the JSON goes (default: benchmarks/results/"
-                             "bench-DATE.json)")
+                             "bench-HOST-DATE.json)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check that every job runs: the GPU works at a tiny size "
                              "(2 layers, width 64, batch 4), one warm-up and one timed step "

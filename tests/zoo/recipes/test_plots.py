@@ -12,7 +12,7 @@ from PIL import Image
 
 from zoo.recipes import plots
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "learning_curve.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "learning_curve.py"
 
 
 def _script():
