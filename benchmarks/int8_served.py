@@ -7,7 +7,7 @@ to serve, and whether int8 pays on this CPU.
 Exports the shipped model three ways into a temporary folder: `float32`; `int8-products`,
 every product of the int8 export int8 x int8 (Keras' own int8 route, inputs quantized per
 row); `int8-widened`, every product float against the int8 weights widened at call time
-(the zoo's route on TensorFlow without XLA). Then switches XLA compilation off, loads each
+(the zoo's route on TensorFlow, served and in Python). Then switches XLA compilation off, loads each
 into a TF1 session with its warm-up records replayed (`zoo.serving.session.ServedModel`,
 as the server runs it), and times `serving_default` at batch 1 and 32 on real test inputs,
 the variants interleaved round by round in this one process (so that a busy neighbour
@@ -33,17 +33,6 @@ VARIANTS = ("float32", "int8-products", "int8-widened")
 BATCHES = (1, 32)
 
 
-def cpu_features() -> list[str]:
-    """The CPU flags that decide int8 speed: AVX2, AVX-512, VNNI and AMX."""
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "amx_bf16")
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return []
-    return [flag for flag in wanted if flag in flags]
-
-
 def export_variant(name: str, variant: str, folder: str) -> Path:
     """`name` exported as `variant` into `folder`; returns the version folder."""
     import zoo
@@ -67,6 +56,7 @@ def main() -> None:
 
     from serving_latency import folder_size, inputs_for
     from zoo.bench.report import device, results_path, write_results
+    from zoo.models.quantization import cpu_features
     from zoo.serving.session import ServedModel, set_xla_compilation
 
     kind = "translator" if "translator" in args.model else "vit"
