@@ -20,21 +20,18 @@ names the cap (`tf.debugging.Assert` ops, which the model server runs without XL
 
 An empty request is answered with outputs of no rows.
 
-An int8 translator's search holds two routes, and each request takes one: a request of
-`INT8_PRODUCT_SENTENCES` sentence multiplies int8 by int8 (`zoo.layers.int8_route`); a
-larger one multiplies floats against the weights widened to float32, as the rest of an int8
-export does. Measured on the served `translator-multi30k-en-de` (beam 4, 2 AVX2 cores, beside
-a training job): one sentence 112 ms with int8 products against 149 ms widened; two sentences
-198 against 194; four 379 against 279; sixteen 1,567 against 1,037. Quiet, with this switch:
-one sentence 95 ms against float32's 125 (`benchmarks/int8_routes.py`; the model card).
+An input's answer does not depend on what else shares its request or the server's batch:
+an int8 translator's search takes one numeric route for every request size, the int8 weights
+widened to float32 (`zoo.layers.int8_route`), as the Python model's searches do. Int8
+products for small requests were faster on an AVX2 machine but made a sentence's translation
+depend on its neighbours; served on 2 AVX-512 VNNI cores they were 2.1x slower than the
+widened weights at one sentence and 3.4x at 32 (`benchmarks/int8_served.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from zoo.layers.int8_route import int8_products
-from zoo.models.quantization import quantization_mode
 from zoo.serving.chunks import CHUNK_ROWS, check_batch_size, check_width, in_chunks
 from zoo.text.length_cap import character_cap
 
@@ -50,10 +47,6 @@ MAX_TRANSLATOR_SENTENCES = 64
 WORD_BYTES = 100
 # UTF-8 bytes of a sentence kept per token a sentence encoder reads (`sentence_byte_cap`).
 BYTES_PER_TOKEN = 4 * (WORD_BYTES + 1)
-# An int8 translator's served search multiplies int8 by int8 for a request of at most this
-# many sentences, where reading the weights as int8 costs less than widening them every step;
-# larger requests take the widened route (the measurements in this module's docstring).
-INT8_PRODUCT_SENTENCES = 1
 
 
 def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
@@ -79,20 +72,13 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
                           tf.cast(tf.floor(1.5 * tf.cast(padded, tf.float32) + 10.0), tf.int32))
 
     # One function for both signatures, so that the SavedModel stores the search's graph
-    # (the larger part of the export: about 5 MB, twice that with an int8 model's two
-    # routes) once, not once a signature.
+    # (the larger part of the export: about 5 MB) once, not once a signature.
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
                                   tf.TensorSpec([], tf.int32)])
     def search(source_ids: tf.Tensor, max_length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        if quantization_mode(model) != "int8":
-            return one_search(source_ids, max_length)
-
-        def with_int8_products() -> tuple[tf.Tensor, tf.Tensor]:
-            with int8_products():
-                return one_search(source_ids, max_length)
-
-        return tf.cond(tf.shape(source_ids)[0] <= INT8_PRODUCT_SENTENCES, with_int8_products,
-                       lambda: one_search(source_ids, max_length))
+        # One numeric route for every request size, so that a sentence's answer does not
+        # depend on what shares its request or the server's batch (`zoo.layers.int8_route`).
+        return one_search(source_ids, max_length)
 
     def one_search(source_ids: tf.Tensor, max_length: Any) -> tuple[tf.Tensor, tf.Tensor]:
         tokens, scores = model.generate(source_ids, beam_size=beam_size,
