@@ -5,8 +5,9 @@ crop, flip, RandAugment, random erasing and CutMix run inside the compiled train
 `host` (the default) every batch is gathered, augmented by a separately compiled call and
 handed to `fit` by a PyDataset. This measures, on one machine in one process, the seconds a
 step takes in `fit` (the median of `--rounds` epochs, taken in turn with the others after a
-warm-up epoch of each that compiles), and the host path's data work alone (`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation
-call), for:
+warm-up epoch of each that compiles), and the host path's data work alone
+(`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation call),
+for:
 
     device, no augmentation     the model's step alone, fed from the device
     device, augmentation        + the augmentation inside the step
