@@ -1,4 +1,5 @@
-"""Data-parallel training over all local accelerators, on JAX and on TensorFlow.
+"""Data-parallel training over all local accelerators (JAX and TensorFlow), and over the
+processes of a multi-process job, one or more per host (JAX).
 
 Data parallelism keeps a copy of the weights on every device, splits each batch between the
 devices and averages the gradients, so one step on N devices gives the same weights as the
@@ -16,6 +17,19 @@ devices. Typical use, the same on both backends:
         model = build_model()
         model.compile(optimizer=..., loss=...)
         model.fit(dataset, epochs=...)
+
+More than one process (so more than one host) is the JAX backend's: `join_job` runs
+`jax.distributed.initialize` (gloo collectives on CPUs) and sets a `DataParallel` over every
+device of the job; each process feeds its rows of every global batch (`ProcessShard`) and
+Keras' JAX trainer assembles the global batch from them. Why not Keras' own pieces:
+`keras.distribution.initialize` takes no heartbeat timeout (a lost process should end the
+job in seconds, not minutes) and its `distribute_dataset` shards `tf.data` only, while the
+recipes feed numpy batches. TensorFlow's `MultiWorkerMirroredStrategy` does not run Keras 3's
+`fit` (keras-team/keras#20585), so `check_job_settings` refuses a job on other backends.
+
+    job = job_settings("10.0.0.1:1234", num_processes=2, process_id=0)  # on host 0
+    join_job(job)
+    model.fit(ProcessShard(global_batches), epochs=...)
 """
 
 from __future__ import annotations
