@@ -27,6 +27,14 @@ removed (a disk with less room than the checkpoint needs is refused before HDF5 
 crashes the process when the disk fills up under it). The final
 files of a run go through `write_atomically` in the same way, and `prepare_run_folder`
 keeps a run from overwriting a finished run or files it did not write.
+
+Why not `keras.callbacks.BackupAndRestore`: it keeps one backup and deletes it when `fit`
+ends, so a finished run cannot be continued with more epochs (`zoo train --force`) and there
+is no record of which epoch a folder holds beside the weights; it writes its files in place,
+so a kill while writing can leave a damaged backup; it has no hook for what `save_weights`
+leaves out (Keras LoRA factors) or for refusing a resume whose settings differ (`facts`); and
+a full disk fails inside HDF5 rather than as one line naming the checkpoint. The restore
+here is still Keras's own `load_weights` and optimizer variables, with those additions.
 """
 
 from __future__ import annotations

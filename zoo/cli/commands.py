@@ -180,9 +180,17 @@ def cmd_classify(args: argparse.Namespace) -> int:
     if args.attention:
         from zoo.recipes.plots import plot_attention_overlay
 
-        heat = np.asarray(model.attention_rollout(images[0][None]))[0]
-        plot_attention_overlay(images[0], heat, args.attention)
-        print(f"wrote the attention rollout of {args.images[0]} to {args.attention}",
+        if model.is_hybrid:  # its tokens see most of the image: rollout would light it all
+            heat = model.class_token_attention(images[0][None])[0]
+            title = (f"class token's attention, last layer, heads averaged,\nover the "
+                     f"{heat.shape[0]} x {heat.shape[1]} stem map (upsampled)")
+        else:
+            heat = np.asarray(model.attention_rollout(images[0][None]))[0]
+            title = f"attention rollout over {model.num_layers} layers, heads averaged"
+        label, probability = results[0][0]
+        plot_attention_overlay(images[0], heat, args.attention, title=title,
+                               label=f"{label} ({probability:.2f})")
+        print(f"wrote the attention map of {args.images[0]} to {args.attention}",
               file=sys.stderr)
 
 

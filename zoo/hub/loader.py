@@ -77,6 +77,12 @@ def download(url: str, timeout: float = 60.0) -> Path:
 
     Progress goes to stderr (never stdout, which carries translations and labels).
 
+    Why not `keras.utils.get_file`: it caches by file name in one folder (two URLs ending
+    in `model.keras` would share an entry), writes the download in place (a process killed
+    mid-download leaves a partial file under the final name, which a later call without a
+    hash takes as the model), prints its progress bar on stdout, and accepts plain http
+    without a hash.
+
     Args:
         url: the URL, optionally with a `#sha256=<64 hex digits>` fragment.
         timeout: seconds to wait for the server on connect and on each read.
