@@ -37,6 +37,7 @@ from .checkpointing import (
 )
 from .errors import UserError
 from .file_store import write_atomically
+from .interrupts import interrupted
 from .precision import bfloat16_warning, set_precision
 from .progress import fit_verbosity
 from .run_lock import run_folder_lock
@@ -99,7 +100,7 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     machine) the run trains without them. `facts` go into every checkpoint (see
     `ResumableCheckpoint`)."""
     # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
-    callbacks = [StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
+    callbacks = [StopOnInterrupt(), StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
         ResumableCheckpoint(out / "checkpoints", keep=keep, every=checkpoint_every,
                             facts=facts)]
     if importlib.util.find_spec("tensorflow") is not None:
@@ -108,6 +109,18 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch, callbacks=callbacks,
                         verbose=fit_verbosity(), **fit_kwargs)
     return history, time.time() - started
+
+
+class StopOnInterrupt(keras.callbacks.Callback):
+    """Stops training at the next step after a Ctrl-C that something swallowed (a callback
+    from compiled code, say): raises `KeyboardInterrupt` again where Python code runs. See
+    `zoo.training.interrupts`."""
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if interrupted():
+            raise KeyboardInterrupt
+
+    on_test_batch_end = on_predict_batch_end = on_train_batch_end
 
 
 class StopOnNonFiniteLoss(keras.callbacks.Callback):
