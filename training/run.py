@@ -39,6 +39,7 @@ from .checkpointing import (
 from .distribution import barrier, is_chief
 from .errors import UserError
 from .file_store import write_atomically
+from .interrupts import interrupted
 from .precision import bfloat16_warning, set_precision
 from .progress import fit_verbosity
 from .run_lock import run_folder_lock
@@ -117,7 +118,7 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     (`written_folder`)."""
     with written_folder(out) as folder:
         # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
-        callbacks = [StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
+        callbacks = [StopOnInterrupt(), StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
             ResumableCheckpoint(folder / "checkpoints", keep=keep, every=checkpoint_every,
                                 facts=facts)]
         if tensorflow_installed():
@@ -145,6 +146,18 @@ def written_folder(out: Path) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="zoo-process-") as scratch:
         yield Path(scratch)
+
+
+class StopOnInterrupt(keras.callbacks.Callback):
+    """Stops training at the next step after a Ctrl-C that something swallowed (a callback
+    from compiled code, say): raises `KeyboardInterrupt` again where Python code runs. See
+    `zoo.training.interrupts`."""
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if interrupted():
+            raise KeyboardInterrupt
+
+    on_test_batch_end = on_predict_batch_end = on_train_batch_end
 
 
 class StopOnNonFiniteLoss(keras.callbacks.Callback):

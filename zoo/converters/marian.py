@@ -256,6 +256,11 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
             overrides["tokenizer"] = tokenizer
     ckpt = Checkpoint(load_tensors(state_dict_or_path), "Marian")
     arguments = _translator_arguments(config)
+    ckpt.check_sizes(config_name(config), {
+        "vocab_size": arguments["vocabulary_size"], "d_model": arguments["hidden_dim"],
+        "encoder_ffn_dim": arguments["intermediate_dim"]}, {
+        "encoder_layers": arguments["num_encoder_layers"],
+        "decoder_layers": arguments["num_decoder_layers"]})
     model = Translator(**{**arguments, **overrides})
     model.ensure_built()
     d, ffn = arguments["hidden_dim"], arguments["intermediate_dim"]
