@@ -79,10 +79,11 @@ def translate_pipeline(args: argparse.Namespace) -> int:
     """`zoo translate --pipeline FILE --output FILE --model EXPORT`: returns the exit status
     (1 when some lines failed)."""
     _check_flags(args, "translations")
+    beam_args = _beam_args(args)
     _quiet_beam(args)
     corpus = _corpus_module()
     report = corpus.translate_file(args.model, args.pipeline, args.output,
-                                   pipeline_args=_beam_args(args), workers=args.workers)
+                                   pipeline_args=beam_args, workers=args.workers)
     return _finish(report, "lines")
 
 
@@ -90,10 +91,11 @@ def classify_pipeline(args: argparse.Namespace) -> int:
     """`zoo classify --pipeline FOLDER --output FILE --model EXPORT`: returns the exit status
     (1 when some images failed)."""
     _check_flags(args, "labels")
+    beam_args = _beam_args(args)
     _quiet_beam(args)
     corpus = _corpus_module()
     report = corpus.classify_folder(args.model, args.pipeline, args.output,
-                                    pipeline_args=_beam_args(args), workers=args.workers,
+                                    pipeline_args=beam_args, workers=args.workers,
                                     top_k=args.top_k)
     return _finish(report, "images")
 

@@ -33,9 +33,15 @@ class Failure:
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of an error's message (TensorFlow's go on with the graph's context)."""
+    """The line of an error's message that says what went wrong. A TensorFlow function's
+    error opens with `Graph execution error:`, `Detected at node ...` and the stack of the
+    op's definition (indented lines, or `<stack traces unavailable>` for a loaded
+    SavedModel) before the op's own message, and ends with the node."""
     text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return text.strip().splitlines()[0]
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    said = [line for line in lines if not line[0].isspace() and not line.startswith(
+        ("Graph execution error", "Detected at node", "<stack traces unavailable>"))]
+    return (said or lines)[0]
 
 
 class ExportHandler(ModelHandler[bytes, PredictionResult, Any]):

@@ -22,8 +22,11 @@ def upper_unless_bad(sentences):
     ViT export refuses a batch holding a corrupt image."""
     values = sentences.numpy().tolist()
     if b"bad" in values:
-        raise tf.errors.InvalidArgumentError(None, None, "assertion failed: [bad element]\n"
-                                                         "graph context that nobody reads")
+        # Worded as a tf.function's error: the op's message after its definition's stack.
+        raise tf.errors.InvalidArgumentError(None, None, (
+            "Graph execution error:\n\nDetected at node Assert defined at (most recent call "
+            "last):\n  File \"export.py\", line 9, in decode\n\nassertion failed: [bad "
+            "element]\n\t [[{{node Assert}}]] [Op:__inference_signature_wrapper_1]"))
     return {"translations": tf.constant([v.upper() for v in values]),
             "scores": tf.constant([float(len(v)) for v in values])}
 
@@ -104,16 +107,40 @@ def test_without_beam_the_command_says_what_to_install(monkeypatch):
         _corpus_module()
 
 
+@pytest.mark.parametrize("message, said", [
+    ("Graph execution error:\n\nDetected at node map/while/cond/ExtractJpegShape defined at "
+     "(most recent call last):\n<stack traces unavailable>\nInvalid JPEG data, size 200\n\t "
+     "[[{{node map/while/cond/ExtractJpegShape}}]] [Op:__inference_signature_wrapper_1707]",
+     "Invalid JPEG data, size 200"),
+    ("Graph execution error:\n\nDetected at node Assert defined at (most recent call last):"
+     "\n  File \"x.py\", line 3, in f\n\nassertion failed: [image] [0] [is not a JPEG]\n",
+     "assertion failed: [image] [0] [is not a JPEG]"),
+    ("Permission denied: photos/a.jpg", "Permission denied: photos/a.jpg"),
+])
+def test_a_failure_is_the_line_that_says_what_went_wrong(message, said):
+    from zoo.pipelines.handler import first_line
+
+    assert first_line(tf.errors.InvalidArgumentError(None, None, message)) == said
+
+
+def test_a_missing_source_or_a_model_that_is_no_export_is_refused_in_one_line(tmp_path):
+    from zoo.pipelines.corpus import classify_folder, translate_file
+
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(UserError, match="holds saved_model.pb; got 'translator-multi30k-en-de'"):
+        translate_file("translator-multi30k-en-de", str(tmp_path), str(tmp_path / "o"))
+    with pytest.raises(FileNotFoundError, match="nope.en does not exist"):
+        translate_file(str(tmp_path / "export"), str(tmp_path / "nope.en"), str(tmp_path / "o"))
+    with pytest.raises(UserError, match="--top-k must be a positive integer; got 0"):
+        classify_folder(str(tmp_path / "export"), str(tmp_path), str(tmp_path / "o"), top_k=0)
+
+
 BAD_COMMANDS = [
     ("no --output", ["translate", "--pipeline", "{src}", "--model", "{tmp}"],
      "--pipeline needs --output FILE"),
     ("TEXT beside it", ["translate", "--pipeline", "{src}", "--output", "{tmp}/o", "hello"],
      "give no TEXT or IMAGE arguments"),
-    ("not an export", ["translate", "--pipeline", "{src}", "--output", "{tmp}/o", "--model",
-                       "translator-multi30k-en-de"],
-     "holds saved_model.pb; got 'translator-multi30k-en-de'"),
-    ("missing source", ["translate", "--pipeline", "{tmp}/nope.en", "--output", "{tmp}/o",
-                        "--model", "{tmp}/export"], "nope.en does not exist"),
     ("unsplittable options", ["translate", "--pipeline", "{src}", "--output", "{tmp}/o",
                               "--pipeline-options=--runner='Direct"],
      "--pipeline-options must be flags as a shell splits them"),
