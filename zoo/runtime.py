@@ -20,7 +20,7 @@ def use_onednn(environ: typing.MutableMapping[str, str] = os.environ,
     images/s with them against 18.7 and 18.0 without; `zoo bench`'s ViT-tiny train step 126
     against 54. Results may differ in the last bits (a different order of summation).
 
-    The `zoo` command, `zoo bench`'s workers and benchmarks/train_precision.py call it first;
+    The `zoo` command, `zoo bench`'s workers and benchmarks/train_step_speed.py call it first;
     in a Python program of your own, call it (or set the variable) before importing
     TensorFlow or Keras.
     """

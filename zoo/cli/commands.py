@@ -284,7 +284,7 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
     if os.path.exists(out) and not args.force:
         raise FileExistsError(f"{out} exists; --force replaces it")
-    # Said first: loading, rewriting every kernel and saving take ~20 s on two cores.
+    # Said first: loading, rewriting every kernel and saving take a while.
     print(f"zoo: quantizing {args.model}: loading it, storing its Dense, EinsumDense and "
           f"embedding weights as {args.mode} with a float scale per channel, and writing {out}",
           flush=True)

@@ -66,9 +66,9 @@ MAX_EXECUTION_BATCH = CHUNK_ROWS
 # `max_execution_batch_size` rows, so every request a signature accepts is served (without
 # splitting, a task above `max_batch_size` is refused, and `max_batch_size` is also the batch
 # run at once). Requests that arrive within `batch_timeout_micros` of each other run as one
-# batch. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/benchmarks.md): the
-# translator's export at beam 4 translates about 5x more sentences a second at batch 32 than
-# at batch 1, and a batch-1 request takes ~100 ms, so waiting 10 ms for company costs little.
+# batch. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/benchmarks.md,
+# "Serving"): a batch of 32 translates many more sentences a second than a batch of one,
+# and a request takes far longer than the wait, so waiting for company costs little.
 # The server pads the id signatures' rows to one length (pad id 0).
 BATCHING_PARAMETERS = """\
 # TensorFlow Serving batching, written by `zoo export`: pass this file with
