@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from zoo.bench import report
-from zoo.recipes.settings import POSITIVE_INT, SECONDS, checked_type
+from zoo.recipes.checks import POSITIVE_INT, SECONDS, checked_type
 from zoo.bench.works import (DRY_RUN, GPU_SETTINGS, GROUPS, SETTINGS, SYSTEMS, WORKS,
                              expand_works, gpu_work_settings)
 

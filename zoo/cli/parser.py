@@ -38,7 +38,7 @@ from zoo.cli.commands import (
 )
 from zoo.cli.pipeline_commands import add_pipeline_flags
 from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
-from zoo.recipes.settings import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
+from zoo.recipes.checks import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
 from zoo.version import zoo_version
 
 DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, export and "

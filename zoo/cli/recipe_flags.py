@@ -14,8 +14,9 @@ import dataclasses
 import typing
 from typing import Any, Sequence
 
-from zoo.recipes.settings import (Check, TranslatorFinetuneRecipe, TranslatorRecipe,
-                                  ViTFinetuneRecipe, ViTRecipe, checked_type, field_metadata)
+from zoo.recipes.checks import Check, checked_type, field_metadata
+from zoo.recipes.settings import (TranslatorFinetuneRecipe, TranslatorRecipe, ViTFinetuneRecipe,
+                                  ViTRecipe)
 
 # (command, task) -> the dataclass of its recipe.
 RECIPES: dict[tuple[str, str], type] = {

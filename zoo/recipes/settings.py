@@ -1,192 +1,91 @@
-"""The settings of the training recipes: one dataclass per `zoo train` / `zoo finetune` task.
+"""The settings of the training recipes: one dataclass per `zoo train` / `zoo finetune` task,
+on one base (`RecipeSettings`) that holds the settings every recipe shares.
 
 Each field is one flag of the command (zoo/cli/recipe_flags.py reads them with
 `dataclasses.fields`): its type and default are the field's, its help text and choices the
-field's `metadata`: "help", "choices" and "check" (a `Check`, the range of valid values).
-The command line checks each flag as it parses it ("argument --epochs: must be a positive
-int; got 0"), and `check_fields` the same ranges for a recipe made in Python. This module
-imports nothing but the standard library and the ground floor (`zoo.errors`,
-`zoo.layers.validation`), so that `zoo train vit --help` and the flag checks
-run in a fraction of a second, before Keras loads; the recipes that run the settings are
-zoo/recipes/translator.py and zoo/recipes/vit.py.
+field's `metadata`: "help", "choices" and "check" (a `Check` of zoo/recipes/checks.py, the
+range of valid values). The command line checks each flag as it parses it ("argument
+--epochs: must be a positive int; got 0"), and `check_fields` the same ranges for a recipe
+made in Python. A subclass that only changes a field's default keeps the base's help. This
+module imports nothing but the standard library and the ground floor, so that `zoo train vit
+--help` and the flag checks run in a fraction of a second, before Keras loads; the recipes
+that run the settings are zoo/recipes/translator.py and zoo/recipes/vit.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import math
-import numbers
-import typing
-from typing import Any, Callable
 
-from zoo.errors import UserError
-from zoo.layers.validation import is_int
+from zoo.recipes.checks import (DECAY, FRACTION, IMAGE_SIZE, LENGTH_PENALTY, LORA_ALPHA,
+                                MAGNITUDE, MAX_LENGTH, NON_NEGATIVE, NON_NEGATIVE_INT,
+                                OPEN_FRACTION, POSITIVE, POSITIVE_INT, SEED)
 
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """The valid values of a setting: `accepts(value)`, and the requirement said when not."""
-
-    accepts: Callable[[Any], bool]
-    requirement: str  # completes "NAME ...; got VALUE", e.g. "must be a positive int"
-
-    def problem(self, value: Any) -> str | None:
-        """None when `value` is valid, else the requirement and the value."""
-        try:
-            valid = bool(self.accepts(value))
-        except TypeError:  # a string where a number belongs, for instance
-            valid = False
-        return None if valid else f"{self.requirement}; got {value!r}"
+# The choices are zoo.training.precision.PRECISIONS, written out so that the command line reads
+# them without Keras (a test keeps the two equal).
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
+@dataclasses.dataclass
+class RecipeSettings:
+    """The settings every training recipe shares: where the run writes, what it starts from,
+    the optimisation common to all, and the multi-process job it may be part of
+    (zoo.training.distribution)."""
 
-
-# Every number a user gives is finite and bounded: a count above int32's range is no count a
-# model can use (and overflows TensorFlow's int32 shapes), a rate or scale above 1e6 trains
-# to NaN, and an infinite one writes Infinity into metrics.json.
-MAX_COUNT = 2 ** 31 - 1
-MAX_SCALE = 1e6
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
-POSITIVE_INT = Check(lambda v: is_int(v) and 1 <= v <= MAX_COUNT,
-                     f"must be a positive int up to {MAX_COUNT}")
-NON_NEGATIVE_INT = Check(lambda v: is_int(v) and 0 <= v <= MAX_COUNT,
-                         f"must be an int from 0 to {MAX_COUNT}")
-POSITIVE = Check(lambda v: _finite(v) and 0 < v <= MAX_SCALE,
-                 f"must be a positive number up to {MAX_SCALE:g}")
-NON_NEGATIVE = Check(lambda v: _finite(v) and 0 <= v <= MAX_SCALE,
-                     f"must be a number from 0 to {MAX_SCALE:g}")
-SEED = Check(lambda v: is_int(v) and 0 <= v <= 2 ** 32 - 1,
-             f"must be an int from 0 to {2 ** 32 - 1}")
-LENGTH_PENALTY = Check(lambda v: _finite(v) and 0 <= v <= 10, "must be a number from 0 to 10")
-IMAGE_SIZE = Check(lambda v: is_int(v) and 1 <= v <= 4096, "must be an int from 1 to 4096")
-# TF Serving reads a version folder's number as an int64.
-VERSION = Check(lambda v: is_int(v) and 1 <= v <= 2 ** 63 - 1,
-                f"must be a positive int up to {2 ** 63 - 1} (TF Serving's int64)")
-SECONDS = Check(lambda v: _finite(v) and 0 < v <= 3600, "must be a number of seconds in "
-                "(0, 3600]")
-# The same bound as zoo.models.lora.MAX_ALPHA (this module imports no Keras).
-LORA_ALPHA = Check(lambda v: _finite(v) and 0 < v <= 10_000,
-                   "must be a positive number up to 10000")
-FRACTION = Check(lambda v: 0 <= v < 1, "must lie in [0, 1)")
-OPEN_FRACTION = Check(lambda v: 0 < v < 1, "must lie in (0, 1)")
-DECAY = Check(lambda v: 0 < v <= 1, "must lie in (0, 1]")
-MAX_LENGTH = Check(lambda v: is_int(v) and 2 <= v <= 4096, "must be an integer from 2 to 4096")
-MAGNITUDE = Check(lambda v: 0 <= v <= 1, "must lie in [0, 1] (the paper's M / 10)")
-
-
-def checked_type(kind: type, check: Check | None = None, optional: bool = False) -> Any:
-    """An argparse type: `kind` of the text ('none' is None where `optional`), then `check`,
-    so that argparse names the flag as typed: "argument --epochs: must be a positive int;
-    got 0"."""
-    def parse(text: str) -> Any:
-        if optional and text.strip().lower() == "none":
-            return None
-        value = kind(text)
-        problem = None if check is None else check.problem(value)
-        if problem is not None:
-            raise argparse.ArgumentTypeError(problem)
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: 'x'"
-    return parse
-
-
-def check_fields(recipe: Any, flags: bool = False) -> None:
-    """Checks every setting of a recipe against its field's "check" and "choices".
-
-    Args:
-        recipe: a recipe dataclass of this module.
-        flags: name a bad setting as its flag (`--validation-size`) rather than as the
-            field (`validation_size`).
-
-    Raises:
-        zoo.UserError: the first setting out of its range, in one line.
-    """
-    hints = typing.get_type_hints(type(recipe))
-    for field in dataclasses.fields(recipe):
-        value = getattr(recipe, field.name)
-        if value is None and type(None) in typing.get_args(hints[field.name]):
-            continue
-        metadata = field_metadata(type(recipe), field.name)
-        check, choices = metadata.get("check"), metadata.get("choices")
-        problem = None if check is None else check.problem(value)
-        if problem is None and choices is not None and value not in choices:
-            problem = f"must be one of {', '.join(choices)}; got {value!r}"
-        if problem is not None:
-            name = "--" + field.name.replace("_", "-") if flags else field.name
-            raise UserError(f"{name} {problem}")
-
-
-def check_lora_settings(recipe: Any) -> None:
-    """Checks that a recipe's LoRA settings fit its other settings: `lora_rank` with a
-    `model` (LoRA adapts trained weights), `lora_alpha` only with `lora_rank`, and no
-    `freeze_blocks` beside it (LoRA freezes every block already).
-
-    Raises:
-        zoo.UserError: the first conflict, in one line naming the flags.
-    """
-    if recipe.lora_rank is None:
-        if recipe.lora_alpha is not None:
-            raise UserError("--lora-alpha needs --lora-rank")
-        return
-    if not recipe.model:
-        raise UserError("--lora-rank needs --model: LoRA adapts a trained model")
-    if getattr(recipe, "freeze_blocks", 0):
-        raise UserError("--freeze-blocks does not combine with --lora-rank: LoRA freezes "
-                        "every block already")
-
-
-def field_metadata(recipe_class: type, name: str) -> typing.Mapping[str, Any]:
-    """The metadata of field `name`: its own, or (a subclass that only changed its default)
-    the nearest base class's."""
-    for klass in recipe_class.__mro__:
-        field = getattr(klass, "__dataclass_fields__", {}).get(name)
-        if field is not None and field.metadata:
-            return field.metadata
-    return {}
-
-
-# The settings that put a run into a multi-process job (zoo.training.distribution), fields of
-# every recipe: a function makes each field anew, as every dataclass needs its own.
-def _coordinator_address() -> Any:
-    return dataclasses.field(default=None, metadata={
+    output: str = dataclasses.field(default="runs/model", metadata={
+        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
+    model: str | None = dataclasses.field(default=None, metadata={
+        "help": "start from this trained model (shipped name, .keras path or hub handle) "
+                "instead of training ARCHITECTURE from scratch"})
+    epochs: int = dataclasses.field(default=20, metadata={
+        "check": POSITIVE_INT,
+        "help": "passes over the training data"})
+    batch_size: int = dataclasses.field(default=128, metadata={
+        "check": POSITIVE_INT,
+        "help": "examples per training step"})
+    label_smoothing: float = dataclasses.field(default=0.1, metadata={
+        "check": FRACTION,
+        "help": "label-smoothing factor of the cross-entropy loss"})
+    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
+        "check": POSITIVE,
+        "help": "clip each gradient to this global norm ('none': no clipping)"})
+    dropout: float | None = dataclasses.field(default=None, metadata={
+        "check": FRACTION,
+        "help": "dropout rate overriding the architecture's ('none': its own)"})
+    lora_alpha: float | None = dataclasses.field(default=None, metadata={
+        "check": LORA_ALPHA,
+        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
+                "scale of 1)"})
+    precision: str = dataclasses.field(default="float32", metadata={
+        "help": "compute precision (mixed precision keeps float32 variables)",
+        "choices": PRECISIONS})
+    seed: int = dataclasses.field(default=0, metadata={
+        "check": SEED,
+        "help": "random seed of initialisation, shuffling and augmentation"})
+    force: bool = dataclasses.field(default=False, metadata={
+        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
+                "checkpoints) or files the run did not write"})
+    coordinator_address: str | None = dataclasses.field(default=None, metadata={
         "help": "multi-process training (JAX backend): HOST:PORT of process 0, which every "
                 "process of the job reaches ('none': KERAS_DISTRIBUTION_JOB_ADDRESSES or "
                 "JAX_COORDINATOR_ADDRESS from the environment, else one process)"})
-
-
-def _num_processes() -> Any:
-    return dataclasses.field(default=None, metadata={
+    num_processes: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "multi-process training: the number of processes of the job, one per host "
                 "(or per GPU); each trains on its share of every --batch-size batch "
                 "('none': KERAS_DISTRIBUTION_NUM_PROCESSES or the cluster's own)"})
-
-
-def _process_id() -> Any:
-    return dataclasses.field(default=None, metadata={
+    process_id: int | None = dataclasses.field(default=None, metadata={
         "check": NON_NEGATIVE_INT,
         "help": "multi-process training: this process's index from 0; process 0 writes the "
                 "checkpoints, model and metrics ('none': KERAS_DISTRIBUTION_PROCESS_ID or "
                 "the cluster's own)"})
-
-
-def _heartbeat_timeout() -> Any:
-    return dataclasses.field(default=60, metadata={
+    heartbeat_timeout: int = dataclasses.field(default=60, metadata={
         "check": POSITIVE_INT,
         "help": "multi-process training: seconds without a sign of life after which a "
                 "process counts as lost and the job ends (its last checkpoint kept)"})
 
 
 @dataclasses.dataclass
-class TranslatorRecipe:
+class TranslatorRecipe(RecipeSettings):
     """Settings of a translator training run (each is a `zoo train translator` flag, whose
     help and choices are the field's metadata).
 
@@ -202,11 +101,7 @@ class TranslatorRecipe:
     the final model.
     """
 
-    output: str = dataclasses.field(default="runs/translator", metadata={
-        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
-    model: str | None = dataclasses.field(default=None, metadata={
-        "help": "start from this trained model (shipped name, .keras path or hub handle) "
-                "instead of training ARCHITECTURE from scratch"})
+    output: str = "runs/translator"
     multi30k: str | None = dataclasses.field(default=None, metadata={
         "help": "folder of the Multi30k raw files (train/val .en/.de, optionally .gz)"})
     source_lang: str = dataclasses.field(default="en", metadata={
@@ -242,12 +137,6 @@ class TranslatorRecipe:
     max_length: int = dataclasses.field(default=64, metadata={
         "check": MAX_LENGTH,
         "help": "longest sequence in tokens; longer pairs are cut"})
-    epochs: int = dataclasses.field(default=20, metadata={
-        "check": POSITIVE_INT,
-        "help": "passes over the training data"})
-    batch_size: int = dataclasses.field(default=128, metadata={
-        "check": POSITIVE_INT,
-        "help": "examples per training step"})
     warmup_steps: int = dataclasses.field(default=4000, metadata={
         "check": POSITIVE_INT,
         "help": "linear warm-up steps of the inverse-square-root schedule"})
@@ -258,29 +147,11 @@ class TranslatorRecipe:
     learning_rate: float | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE,
         "help": "peak learning rate ('none' keeps the paper's schedule)"})
-    label_smoothing: float = dataclasses.field(default=0.1, metadata={
-        "check": FRACTION,
-        "help": "label-smoothing factor of the cross-entropy loss"})
-    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
-        "check": POSITIVE,
-        "help": "clip each gradient to this global norm ('none': no clipping)"})
-    dropout: float | None = dataclasses.field(default=None, metadata={
-        "check": FRACTION,
-        "help": "dropout rate overriding the architecture's ('none': its own)"})
     lora_rank: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "with --model: train rank-R LoRA factors of the query and value projections "
                 "of every attention layer instead of every weight (the final model.keras "
                 "has them merged; 'none': train every weight)"})
-    lora_alpha: float | None = dataclasses.field(default=None, metadata={
-        "check": LORA_ALPHA,
-        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
-                "scale of 1)"})
-    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
-    # reads them without Keras (a test keeps the two equal).
-    precision: str = dataclasses.field(default="float32", metadata={
-        "help": "compute precision (mixed precision keeps float32 variables)",
-        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
     beam_size: int = dataclasses.field(default=4, metadata={
         "check": POSITIVE_INT,
         "help": "beam width of the validation translations"})
@@ -294,16 +165,6 @@ class TranslatorRecipe:
         "check": POSITIVE_INT,
         "help": "at the end, average the weights of the last N epoch checkpoints and keep the "
                 "average if its validation BLEU is at least the last epoch's"})
-    seed: int = dataclasses.field(default=0, metadata={
-        "check": SEED,
-        "help": "random seed of initialisation, shuffling and augmentation"})
-    force: bool = dataclasses.field(default=False, metadata={
-        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
-                "checkpoints) or files the run did not write"})
-    coordinator_address: str | None = _coordinator_address()
-    num_processes: int | None = _num_processes()
-    process_id: int | None = _process_id()
-    heartbeat_timeout: int = _heartbeat_timeout()
 
 
 @dataclasses.dataclass
@@ -321,7 +182,7 @@ class TranslatorFinetuneRecipe(TranslatorRecipe):
 
 
 @dataclasses.dataclass
-class ViTRecipe:
+class ViTRecipe(RecipeSettings):
     """Settings of a ViT training run (each is a `zoo train vit` flag, whose help and choices
     are the field's metadata).
 
@@ -340,15 +201,11 @@ class ViTRecipe:
     model.
     """
 
-    output: str = dataclasses.field(default="runs/vit", metadata={
-        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
+    output: str = "runs/vit"
     data: str | None = dataclasses.field(default=None, metadata={
         "help": "images: a folder with one subfolder per class, a .tar.gz of one, a folder "
                 "of MNIST-style IDX files, or a TFDS dataset tfds:NAME[:SPLIT] (e.g. "
                 "tfds:cifar100; split train when absent)"})
-    model: str | None = dataclasses.field(default=None, metadata={
-        "help": "start from this trained model (shipped name, .keras path or hub handle) "
-                "instead of training ARCHITECTURE from scratch"})
     freeze_blocks: int = dataclasses.field(default=0, metadata={
         "check": NON_NEGATIVE_INT,
         "help": "with --model: keep the embeddings and the first N blocks fixed"})
@@ -360,10 +217,6 @@ class ViTRecipe:
         "help": "with --model: train rank-R LoRA factors of every block's query and value "
                 "projections, and the head, instead of every weight (the final model.keras "
                 "has them merged; 'none': train every weight)"})
-    lora_alpha: float | None = dataclasses.field(default=None, metadata={
-        "check": LORA_ALPHA,
-        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
-                "scale of 1)"})
     validation_size: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "images held out for validation ('none', the default: a tenth of the data, "
@@ -376,12 +229,7 @@ class ViTRecipe:
     image_size: int = dataclasses.field(default=32, metadata={
         "check": IMAGE_SIZE,
         "help": "side of the square images the model sees (images are resized)"})
-    epochs: int = dataclasses.field(default=200, metadata={
-        "check": POSITIVE_INT,
-        "help": "passes over the training data"})
-    batch_size: int = dataclasses.field(default=128, metadata={
-        "check": POSITIVE_INT,
-        "help": "examples per training step"})
+    epochs: int = 200
     # 1e-3 (the 6.3M-parameter CIFAR ViT's published rate, with Adam) collapsed this recipe's
     # vit-cifar-small to ~30% within 10 epochs, in bfloat16 and float32 alike; 3e-4 trained it
     # to 77.1% in 200 epochs (docs/training-runs.md, GPU runs of 2026-11-25).
@@ -394,25 +242,11 @@ class ViTRecipe:
     warmup_epochs: int = dataclasses.field(default=5, metadata={
         "check": NON_NEGATIVE_INT,
         "help": "linear warm-up epochs before the cosine decay"})
-    label_smoothing: float = dataclasses.field(default=0.1, metadata={
-        "check": FRACTION,
-        "help": "label-smoothing factor of the cross-entropy loss"})
-    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
-        "check": POSITIVE,
-        "help": "clip each gradient to this global norm ('none': no clipping)"})
     ema_momentum: float | None = dataclasses.field(default=None, metadata={
         "check": OPEN_FRACTION,
         "help": "keep an exponential moving average of the weights with this momentum per "
                 "step (e.g. 0.999): validation scores it and the final model is it ('none': "
                 "no average; set it when a run starts)"})
-    dropout: float | None = dataclasses.field(default=None, metadata={
-        "check": FRACTION,
-        "help": "dropout rate overriding the architecture's ('none': its own)"})
-    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
-    # reads them without Keras (a test keeps the two equal).
-    precision: str = dataclasses.field(default="float32", metadata={
-        "help": "compute precision (mixed precision keeps float32 variables)",
-        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
     augment: bool = dataclasses.field(default=True, metadata={
         "help": "random crop and flip"})
     rand_augment: bool = dataclasses.field(default=True, metadata={
@@ -452,16 +286,6 @@ class ViTRecipe:
                 "PyTorch's defaults (U(+-1/sqrt(fan_in)) kernels and biases, N(0, 1) position "
                 "table and class token), as the published CIFAR recipes (a new model only)",
         "choices": ("keras", "pytorch")})
-    seed: int = dataclasses.field(default=0, metadata={
-        "check": SEED,
-        "help": "random seed of initialisation, shuffling and augmentation"})
-    force: bool = dataclasses.field(default=False, metadata={
-        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
-                "checkpoints) or files the run did not write"})
-    coordinator_address: str | None = _coordinator_address()
-    num_processes: int | None = _num_processes()
-    process_id: int | None = _process_id()
-    heartbeat_timeout: int = _heartbeat_timeout()
 
 
 @dataclasses.dataclass

@@ -45,7 +45,8 @@ from zoo.training.tfds_data import (
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
-from zoo.recipes.settings import TranslatorRecipe, check_fields, check_lora_settings
+from zoo.recipes.checks import check_fields, check_lora_settings
+from zoo.recipes.settings import TranslatorRecipe
 from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
 from zoo.models.quantization import refuse_quantized_training

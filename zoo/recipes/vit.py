@@ -56,7 +56,8 @@ from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume
                                start_run)
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
-from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
+from zoo.recipes.checks import check_fields, check_lora_settings
+from zoo.recipes.settings import ViTRecipe
 from zoo.models.architectures import in_run_options
 from zoo.recipes.data_fit import fit_to_data
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head

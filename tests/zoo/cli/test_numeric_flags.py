@@ -13,7 +13,8 @@ import pytest
 
 from zoo.cli.parser import build_parser
 from zoo.cli.recipe_flags import fields_of_recipe
-from zoo.recipes.settings import TranslatorRecipe, ViTRecipe, check_fields
+from zoo.recipes.checks import check_fields
+from zoo.recipes.settings import TranslatorRecipe, ViTRecipe
 
 BAD_VALUES = ["nan", "inf", "-inf", "-1", "1e300", "99999999999999999999999"]
 
@@ -21,7 +22,8 @@ BAD_VALUES = ["nan", "inf", "-inf", "-1", "1e300", "99999999999999999999999"]
 OTHER_FLAGS = [
     (["translate"], "--beam-size"),
     (["classify", "x.png"], "--top-k"),
-    (["evaluate", "vit", "--model", "m"], "--beam-size"),
+    (["evaluate", "translator", "--model", "m", "--source", "s", "--reference", "r"],
+     "--beam-size"),
     (["export", "m", "--output", "d"], "--version"),
     (["export", "m", "--output", "d"], "--beam-size"),
     (["export", "m", "--output", "d"], "--alpha"),
