@@ -7,7 +7,12 @@ anew for each size. Strings must be equal, and probabilities and embeddings equa
 translation scores (sums of log-probabilities, tens) to 1e-5 of their size: float32
 products blocked differently for another batch may change low bits.
 
-The ViT and the sentence encoder take 100 inputs each.
+The translator's sentences are 100 real Multi30k sentences whose encoded length pads to the
+same width (9 to 16 tokens): a request's output budget follows its padded source width (as
+`Translator.translate`'s does), so a sentence beside a longer one may decode further, and
+this untrained model never ends early. That is a budget, not a numeric route; the numeric
+route is what this file checks. 100 sentences of the tiny test translator take a few seconds
+a signature; the ViT and the sentence encoder take 100 inputs each.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import keras
 import numpy as np
 import pytest
 
-from tests.zoo.conftest import run_like_a_server
+from tests.zoo.conftest import read_gz, run_like_a_server
 from zoo.models.quantization import quantize_model
+from zoo.models.translator.model import Translator
 from zoo.serving.export import export_model
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
@@ -130,6 +136,52 @@ def test_request_dependent_finds_a_changed_string_and_a_far_number():
     assert [line.split(":")[0] for line in request_dependent(result)] == [
         "input 1 in a request of 2", "input 0 in a request of 7",
         "input 1 in a request of 32"]
+
+
+# ---------------------------------------------------------------- translators
+@pytest.fixture(scope="module")
+def same_width_sentences(shared_data, small_tokenizer) -> list[str]:
+    """100 real sentences that pad to one width (module docstring)."""
+    lines = read_gz(shared_data / "multi30k" / "val.en.gz")
+    lengths = [len(ids) for ids in small_tokenizer.encode(lines)]  # the end token included
+    chosen = [line for line, n in zip(lines, lengths) if 9 <= n <= 16]
+    assert len(chosen) >= COUNT
+    return chosen[:COUNT]
+
+
+@pytest.fixture(scope="module")
+def translator_exports(exported_translator, small_tokenizer, tmp_path_factory) -> dict:
+    """The shared float32 export (beam 3), and greedy and int8 exports of a model of the
+    same shape: `{(precision, beam): (model, version)}`."""
+    model, _, float_beam = exported_translator
+    repository = tmp_path_factory.mktemp("invariance")
+    exports = {("float32", 3): (model, float_beam),
+               ("float32", 1): (model, export_model(model, repository, beam_size=1,
+                                                    name="mt-float-greedy"))}
+    keras.utils.set_random_seed(3)
+    int8 = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
+                                        intermediate_dim=64, num_heads=4,
+                                        max_source_length=32, max_target_length=24)
+    int8.ensure_built()
+    quantize_model(int8)
+    for beam in (3, 1):
+        exports["int8", beam] = (int8, export_model(int8, repository, beam_size=beam,
+                                                    name=f"mt-int8-beam{beam}"))
+    return exports
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["float32", "int8"])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_served_translation_does_not_depend_on_the_request(
+        translator_exports, same_width_sentences, precision, beam, tmp_path):
+    model, version = translator_exports[precision, beam]
+    result = served_answers(version, {"sentences": same_width_sentences}, tmp_path)
+    assert request_dependent(result) == []
+    # The Python model's translations are the served ones (its searches run under XLA).
+    python = model.translate(same_width_sentences, beam_size=beam)
+    served = [answer["translations"] for answer in result["alone"]]
+    assert [i for i, (a, b) in enumerate(zip(python, served)) if a != b] == []
 
 
 # ---------------------------------------------------------------- ViT, sentence encoder
