@@ -13,7 +13,9 @@ batch 256), `mt-greedy` and `mt-beam4` (`Translator.search`, beam 1 or 4, the en
 suppressed), each with `zoo bench`'s shapes. Set `KERAS_BACKEND` to choose the backend;
 TensorFlow runs with oneDNN on, as the `zoo` command has it. Prints each round's rate, the
 means, and the ratio NEW / OLD on the means and as the median of the rounds' ratios. Both
-checkouts must have the package layout of 2026-11-26 (zoo.bench.works, zoo.models).
+checkouts must have the package layout of 2026-11-26 (zoo.bench.works, zoo.models). The
+rounds are timed by the harness (`zoo.bench.steps.interleaved`, imported before either
+checkout) and written to benchmarks/results/ab_checkouts-WORK-HOST-DATE.json.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Callable
+
+# The harness's timing and naming, imported from wherever `zoo` is installed; `import_from`
+# then drops that `zoo` from `sys.modules`, and these functions keep working.
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import interleaved
 
 # `zoo.cli.main.OWN_PACKAGES`, written out: importing it would load one checkout's `zoo` first.
 PACKAGES = ("layers", "zoo", "training")
@@ -98,19 +104,21 @@ def main() -> None:
     for _ in range(args.calls):
         for call in calls:
             call()
-    rates: list[list[float]] = [[], []]
-    for number in range(args.rounds):
-        for which in ((0, 1) if number % 2 == 0 else (1, 0)):
-            started = time.perf_counter()
-            for _ in range(args.calls):
-                calls[which]()
-            rates[which].append(items * args.calls / (time.perf_counter() - started))
+    seconds = interleaved({"old": calls[0], "new": calls[1]}, args.rounds, args.calls)
+    rates = [[items / s for s in seconds[label]] for label in ("old", "new")]
     means = [sum(r) / len(r) for r in rates]
     for label, checkout, r, mean in zip(("old", "new"), (args.old, args.new), rates, means):
         print(f"{label} {checkout}: " + " ".join(f"{x:.0f}" for x in r) + f" | mean {mean:.1f}")
     ratios = [n / o for o, n in zip(*rates)]
     print(f"{args.work}: new / old {means[1] / means[0]:.3f} on the means, "
           f"{statistics.median(ratios):.3f} the median of the rounds' ratios")
+    write_benchmark(__file__, {
+        "settings": {"work": args.work, "rounds": args.rounds, "calls": args.calls,
+                     "items_per_call": items},
+        "checkouts": {"old": str(args.old.resolve()), "new": str(args.new.resolve())},
+        "rates": {"old": rates[0], "new": rates[1]},
+        "new_over_old": {"means": means[1] / means[0], "median": statistics.median(ratios)},
+    }, variant=args.work)
 
 
 if __name__ == "__main__":

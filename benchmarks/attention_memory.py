@@ -9,7 +9,8 @@ and "eager". Every (mode, method, T) runs in its own subprocess, which:
 2. resets the peak resident set size (writing 5 to /proc/self/clear_refs) and notes the
    current RSS: a process that imported the same and holds the same inputs;
 3. runs the function once: the extra peak memory is VmHWM minus that RSS; then
-   `--repeats - 1` more times: the time is the fastest run (the first included).
+   `--repeats - 1` more times: the time is the fastest run (the first included), each
+   timed by the harness (`zoo.bench.steps`).
 
 glibc's mmap threshold is fixed at 64 KiB in the workers (MALLOC_MMAP_THRESHOLD_) and oneDNN
 is off (it caches buffers of its own), so freed buffers go back to the system and the RSS
@@ -18,7 +19,8 @@ follows what is live.
     python benchmarks/attention_memory.py                      # T = 512 ... 16384
     python benchmarks/attention_memory.py --lengths 512 1024 --repeats 1
 
-Writes benchmarks/results/attention_memory.json and attention_memory.png.
+Writes benchmarks/results/attention_memory-HOST-DATE.json and .png
+(`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import Stopwatch, seconds_per_call
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 METHODS = ("dense", "chunked", "window")
 MODES = ("graph", "eager")
 HEADS, HEAD_DIM, WINDOW, BLOCK_SIZE = 4, 64, 256, 512
@@ -83,14 +86,11 @@ def worker(method: str, length: int, repeats: int, mode: str) -> dict:
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # VmHWM := VmRSS
     baseline_kb = _status_kb("VmRSS")
-    start = time.perf_counter()
-    fn(q, k, v).numpy()
-    times = [time.perf_counter() - start]
-    extra_mb = (_status_kb("VmHWM") - baseline_kb) / 1024
-    for _ in range(repeats - 1):
-        start = time.perf_counter()
+    with Stopwatch() as first:
         fn(q, k, v).numpy()
-        times.append(time.perf_counter() - start)
+    extra_mb = (_status_kb("VmHWM") - baseline_kb) / 1024
+    times = [first.seconds] + [seconds_per_call(lambda: fn(q, k, v).numpy())
+                               for _ in range(repeats - 1)]
     return {"method": method, "mode": mode, "length": length, "seconds": min(times),
             "extra_peak_mb": round(extra_mb, 1), "repeats": repeats}
 
@@ -178,7 +178,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds allowed per measurement")
-    parser.add_argument("--output", type=Path, default=RESULTS / "attention_memory.json")
+    parser.add_argument("--output", type=Path,
+                        help="default: benchmarks/results/attention_memory-HOST-DATE.json")
     parser.add_argument("--worker", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, default="graph", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -187,15 +188,14 @@ def main() -> None:
                                 args.mode)))
         return
     records = run_all(args.lengths, args.modes, args.repeats, args.timeout)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     setup = {"batch": 1, "heads": HEADS, "head_dim": HEAD_DIM, "window": WINDOW,
              "key_block_size": BLOCK_SIZE, "window_query_block_size": min(max(WINDOW, 64), 256),
              "dtype": "float32", "backend": "tensorflow, Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0)",
              "modes": args.modes, "cpu_count": os.cpu_count(), "repeats": args.repeats,
              "note": "CPU shared with a training run: times are noisy"}
-    args.output.write_text(json.dumps({"setup": setup, "records": records}, indent=1) + "\n")
-    plot(records, args.output.with_suffix(".png"))
-    print(f"wrote {args.output} and {args.output.with_suffix('.png')}")
+    path = write_benchmark(__file__, {"setup": setup, "records": records}, output=args.output)
+    plot(records, path.with_suffix(".png"))
+    print(f"wrote {path.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 Compares, on batches of real CIFAR-10 images (random ones when ../shared/data is absent):
 crop + flip alone, `cifar_augmentation` (crop + flip + our per-image RandAugment), the same
 compiled (`compiled_augmentation`: `jax.jit` / `tf.function`), and `keras.layers.RandAugment`
-with its default factor, eager and compiled.
+with its default factor, eager and compiled. Each is timed by the harness (`zoo.bench.steps`:
+its first call, which traces or compiles, apart), and the rates are written to
+benchmarks/results/augmentation_throughput-BACKEND-HOST-DATE.json.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import keras
@@ -21,6 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from zoo.bench.report import write_benchmark  # noqa: E402
+from zoo.bench.steps import Stopwatch, measure  # noqa: E402
 from zoo.training.augmentation import cifar_augmentation, compiled_augmentation  # noqa: E402
 from zoo.training.archives import extract_archive  # noqa: E402
 from zoo.training.image_data import load_image_folder_numpy  # noqa: E402
@@ -38,19 +41,19 @@ def cifar_batch(batch_size: int) -> np.ndarray:
     return images[np.random.default_rng(0).permutation(len(images))[:batch_size]]
 
 
-def measure(name: str, augment, images, seconds: float) -> None:
-    start = time.perf_counter()
-    keras.ops.convert_to_numpy(augment(images))  # first call: tracing / compiling
-    first = time.perf_counter() - start
-    calls, start = 0, time.perf_counter()
-    while calls < 3 or time.perf_counter() - start < seconds:
+def throughput(name: str, augment, images, seconds: float) -> dict:
+    """Images per second of `augment` on `images` (its first call, tracing or compiling,
+    timed apart); prints a line and returns the row."""
+    def call() -> None:
         keras.ops.convert_to_numpy(augment(images))
-        calls += 1
-    per_call = (time.perf_counter() - start) / calls
-    rate = len(images) / per_call
-    print(
-        f"{name:40s} {per_call * 1e3:8.1f} ms/batch {rate:8.0f} images/s  (first {first:5.1f} s)"
-    )
+
+    with Stopwatch() as first:
+        call()
+    rate = measure(call, len(images), seconds, warmup=0, min_calls=3)
+    print(f"{name:40s} {len(images) / rate * 1e3:8.1f} ms/batch {rate:8.0f} images/s  "
+          f"(first {first.seconds:5.1f} s)")
+    return {"augmentation": name, "images_per_second": round(rate, 1),
+            "first_call_seconds": round(first.seconds, 2)}
 
 
 def main() -> None:
@@ -64,15 +67,21 @@ def main() -> None:
           f"{keras.distribution.list_devices()}")
     crop_flip = cifar_augmentation(rand_augment=False, seed=0)
     full = cifar_augmentation(seed=0)
-    measure("crop + flip (eager)", crop_flip, images, args.seconds)
-    measure("crop + flip (compiled)", compiled_augmentation(crop_flip), images, args.seconds)
-    measure("cifar_augmentation (eager)", full, images, args.seconds)
-    measure("cifar_augmentation (compiled)", compiled_augmentation(full), images, args.seconds)
+    augmentations = {"crop + flip (eager)": crop_flip,
+                     "crop + flip (compiled)": compiled_augmentation(crop_flip),
+                     "cifar_augmentation (eager)": full,
+                     "cifar_augmentation (compiled)": compiled_augmentation(full)}
     if not args.skip_keras_randaugment:
         keras_ra = keras.layers.RandAugment(seed=0)
-        measure("keras.layers.RandAugment (eager)", keras_ra, images, args.seconds)
-        measure("keras.layers.RandAugment (compiled)", compiled_augmentation(keras_ra), images,
-                args.seconds)
+        augmentations["keras.layers.RandAugment (eager)"] = keras_ra
+        augmentations["keras.layers.RandAugment (compiled)"] = compiled_augmentation(keras_ra)
+    rows = [throughput(name, augment, images, args.seconds)
+            for name, augment in augmentations.items()]
+    write_benchmark(__file__, {
+        "settings": {"batch_size": args.batch_size, "seconds": args.seconds,
+                     "backend": keras.backend.backend(),
+                     "images": "CIFAR-10" if ARCHIVE.is_file() else "random"},
+        "results": rows}, variant=keras.backend.backend())
 
 
 if __name__ == "__main__":

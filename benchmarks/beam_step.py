@@ -15,21 +15,21 @@ as the searches run) and is reported in ms per step, best of `--rounds`:
 - the top 4 of each row of `(rows, 8000)` logits: `keras.ops.top_k` and
   `zoo.generation.top_k.blocked_top_k`.
 
-Random weights and inputs. Writes benchmarks/results/beam_step-<backend>.json.
+Random weights and inputs; timed by the harness (`zoo.bench.steps.measure`). Writes
+benchmarks/results/beam_step-BACKEND-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
-import time
 from typing import Any, Callable
 
 import keras
 import numpy as np
 from keras import ops
 
-from zoo.bench.report import results_path, write_results
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import measure
 from zoo.bench.workers import MT
 from zoo.generation.top_k import blocked_top_k
 from zoo.training.compilation import compile_for_backend
@@ -40,14 +40,11 @@ STEPS, CACHE_LENGTH, SOURCE_LENGTH, BEAM = 32, 33, 24, 4
 
 def ms_per_step(fn: Callable[[], Any], seconds: float, rounds: int) -> float:
     """Best over `rounds` of the mean time of `fn` (a loop of `STEPS` steps), per step."""
-    keras.ops.convert_to_numpy(fn())  # compiles
-    best = float("inf")
-    for _ in range(rounds):
-        calls, started = 0, time.perf_counter()
-        while calls < 2 or time.perf_counter() - started < seconds:
-            keras.ops.convert_to_numpy(fn())
-            calls += 1
-        best = min(best, (time.perf_counter() - started) / calls)
+    def call() -> None:
+        keras.ops.convert_to_numpy(fn())
+
+    call()  # compiles
+    best = min(1.0 / measure(call, 1, seconds, warmup=0, min_calls=2) for _ in range(rounds))
     return 1000 * best / STEPS
 
 
@@ -126,11 +123,10 @@ def main() -> None:
         print(f"{name:32s} {ms:6.2f} ms per step")
     result = {
         "benchmark": "beam_step", "backend": keras.backend.backend(),
-        "machine": platform.processor() or platform.machine(),
         "settings": {"rows": rows, "cache_length": CACHE_LENGTH, "steps": STEPS, **MT},
         "ms_per_step": {name: round(ms, 3) for name, ms in parts.items()},
     }
-    write_results(result, results_path(f"beam_step-{keras.backend.backend()}"))
+    write_benchmark(__file__, result, variant=keras.backend.backend())
 
 
 if __name__ == "__main__":

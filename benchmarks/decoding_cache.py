@@ -6,22 +6,22 @@
 Both decoders are compiled (`compile_for_backend`) and generate the same tokens from the
 same random-weight model. With the cache, step i runs the decoder on one token and attends
 to i cached keys; without it, step i runs the whole decoder over the target buffer again
-(causally masked), which is what decoding without a cache costs. Writes
-benchmarks/results/decoding_cache-<backend>.json.
+(causally masked), which is what decoding without a cache costs. Timed by the harness
+(`zoo.bench.steps.seconds_per_call`, best of `--repeats`); writes
+benchmarks/results/decoding_cache-BACKEND-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import time
 
 import keras
 import numpy as np
 from keras import ops
 
-from zoo.bench.report import results_path, write_results
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import seconds_per_call
 from zoo.generation.greedy import greedy_search
 from zoo.training.compilation import compile_for_backend
 from zoo.models.architectures import ARCHITECTURES, architectures
@@ -46,15 +46,15 @@ def uncached_greedy(model: Translator, source_ids, max_length: int, start_id: in
 
 
 def timed(fn, *args, repeats: int) -> tuple[float, np.ndarray]:
-    out = fn(*args)  # compile
-    np.asarray(ops.convert_to_numpy(out[0]))
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        out = fn(*args)
-        tokens = np.asarray(ops.convert_to_numpy(out[0]))
-        best = min(best, time.perf_counter() - started)
-    return best, tokens
+    """The best of `repeats` timed calls of `fn(*args)` after one that compiles, and the
+    tokens it generated."""
+    out = {}
+
+    def call() -> None:
+        out["tokens"] = np.asarray(ops.convert_to_numpy(fn(*args)[0]))
+
+    call()  # compile
+    return min(seconds_per_call(call) for _ in range(repeats)), out["tokens"]
 
 
 def main() -> None:
@@ -85,7 +85,6 @@ def main() -> None:
     generated = args.batch * args.new_tokens
     result = {
         "backend": keras.backend.backend(),
-        "machine": platform.processor() or platform.machine(),
         "architecture": args.architecture,
         "settings": vars(args),
         "cached_seconds": round(t_cached, 4),
@@ -95,8 +94,8 @@ def main() -> None:
         "speedup": round(t_uncached / t_cached, 2),
         "same_first_tokens": bool(np.array_equal(tokens_cached[:, :8], tokens_uncached[:, :8])),
     }
-    write_results(result, results_path(f"decoding_cache-{keras.backend.backend()}"))
     print(json.dumps(result, indent=2))
+    write_benchmark(__file__, result, variant=keras.backend.backend())
 
 
 if __name__ == "__main__":

@@ -5,33 +5,33 @@ crop, flip, RandAugment, random erasing and CutMix run inside the compiled train
 `host` (the default) every batch is gathered, augmented by a separately compiled call and
 handed to `fit` by a PyDataset. This measures, on one machine in one process, the seconds a
 step takes in `fit` (the median of `--rounds` epochs, taken in turn with the others after a
-warm-up epoch of each that compiles), and the host path's data work alone (`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation
-call), for:
+warm-up epoch of each that compiles), and the host path's data work alone
+(`AugmentedBatches.__getitem__`: the gather, the one-hot labels and the augmentation call),
+for:
 
     device, no augmentation     the model's step alone, fed from the device
     device, augmentation        + the augmentation inside the step
     host, augmentation          the default path
 
-    python benchmarks/device_resident_step.py --architecture vit-cifar-tiny --batch-size 256 \\
-        --output benchmarks/results/device_resident_step.json
+    python benchmarks/device_resident_step.py --architecture vit-cifar-tiny --batch-size 256
 
-Random uint8 images (the step's cost does not depend on what they show). Write the machine
-beside the figures: they compare only within one run.
+Random uint8 images (the step's cost does not depend on what they show). The rounds are the
+harness's (`zoo.bench.steps.interleaved`); the figures, which compare only within one run,
+go to benchmarks/results/device_resident_step-BACKEND-HOST-DATE.json (or `--output`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import time
 from typing import Callable
 
 import keras
 import numpy as np
 
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import interleaved
 from zoo.recipes.settings import ViTRecipe
 from zoo.recipes.vit import (AugmentedBatches, compile_vit, new_vit, recipe_augmentation,
                              recipe_mix)
@@ -39,24 +39,11 @@ from zoo.training.augmentation import compiled_augmentation
 from zoo.training.device_resident import DeviceResidentTraining
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def fit_epoch(trained: keras.Model, data, steps: int, **options) -> Callable[[], float]:
-    """A function that runs one `fit` epoch of `steps` steps and returns its seconds a step
-    (`fit` waits for the last step before it returns)."""
-    def run() -> float:
-        started = time.perf_counter()
+def fit_epoch(trained: keras.Model, data, steps: int, **options) -> Callable[[], None]:
+    """A function that runs one `fit` epoch of `steps` steps (`fit` waits for the last step
+    before it returns)."""
+    def run() -> None:
         trained.fit(data, epochs=1, steps_per_epoch=steps, verbose=0, **options)
-        return (time.perf_counter() - started) / steps
     return run
 
 
@@ -71,7 +58,8 @@ def main() -> None:
     parser.add_argument("--held-images", type=int,
                         help="training images held (default: STEPS x BATCH_SIZE); CIFAR-10's "
                              "45,000 checks that holding them costs a step nothing")
-    parser.add_argument("--output", help="JSON file for the figures")
+    parser.add_argument("--output", help="JSON file for the figures (default: "
+                        "benchmarks/results/device_resident_step-BACKEND-HOST-DATE.json)")
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
     keras.config.set_dtype_policy(args.precision)
@@ -89,7 +77,7 @@ def main() -> None:
         model(images[:1])
         return model
 
-    runs: dict[str, Callable[[], float]] = {}
+    runs: dict[str, Callable[[], None]] = {}
     for name, augmented in (("device, no augmentation", False), ("device, augmentation", True)):
         model = vit()
         trained = DeviceResidentTraining(
@@ -106,25 +94,19 @@ def main() -> None:
                                compiled_augmentation(recipe_mix(recipe)), seed=0)
     runs["host, augmentation"] = fit_epoch(model, batches, args.steps)
 
-    def data_work() -> float:
-        started = time.perf_counter()
+    def data_work() -> None:
         for index in range(args.steps):  # waiting for the results (JAX dispatches async)
             keras.tree.map_structure(keras.ops.convert_to_numpy, batches[index])
-        return (time.perf_counter() - started) / args.steps
 
     runs["host, its data work alone"] = data_work
     for run in runs.values():
         run()  # compiles
-    # Rounds over all four, so that a slow minute of the machine touches each alike.
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for round_ in range(args.rounds):
-        for name, run in runs.items():
-            times[name].append(run())
-        print(f"round {round_ + 1}: " + ", ".join(f"{name} {t[-1]:.3f} s"
-                                                   for name, t in times.items()), flush=True)
+    # Rounds over all four, so that a slow minute of the machine touches each alike; each
+    # call is one epoch (or the data work) of `steps` steps.
+    times = {name: [t / args.steps for t in each]
+             for name, each in interleaved(runs, args.rounds).items()}
     results = {name: statistics.median(t) for name, t in times.items()}
     report = {
-        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "backend": keras.backend.backend(),
         "architecture": args.architecture,
         "batch_size": args.batch_size,
@@ -142,10 +124,7 @@ def main() -> None:
                    + (f" --held-images {args.held_images}" if args.held_images else ""),
     }
     print(json.dumps(report, indent=2))
-    if args.output:
-        with open(args.output, "w") as handle:
-            json.dump(report, handle, indent=2)
-            handle.write("\n")
+    write_benchmark(__file__, report, variant=keras.backend.backend(), output=args.output)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,22 @@
 #      trainings, so BENCH_WORKS picks them: by default the two that the shipped models and
 #      the generation target need; the next loan takes others, e.g.
 #      BENCH_WORKS="vit-b16-train vit-b16-infer-512 mt-base-train".
-#   2. `zoo train vit` (vit-cifar10's recipe) and `zoo train translator` (Multi30k) at once on
+#   2. `zoo train vit` (the ViT recipe: vit-cifar10's and vit-hybrid-cifar10's) and `zoo train translator` (Multi30k) at once on
 #      the one chip until the deadline; each checkpoints every epoch, so running this script
 #      again on the still-warm machine continues the runs where they stopped. VIT_EPOCHS
 #      (default 60) sets the ViT runs' schedule: raise it once a loan has measured their speed.
 #   3. The runs' logs, metrics and final models, as one archive cut into 15 MB parts
 #      ($OUT/runs.tgz.part-NN; `cat runs.tgz.part-* | tar xz` joins them), within the loan's
 #      limit of 8 files of 16 MiB. Export and the model cards are made on the CPU afterwards.
+# Every step goes on when another fails, and the command ends with exit 1 and a line naming
+# each failed step (steps.log in the archive says the same): the bench's zoo jobs, a training
+# that ended in an error (one stopped at the deadline is not: it resumes), the packing. A peer
+# of the bench (timm, keras-hub, Hugging Face) that is not installed or whose worker fails is
+# skipped, said so with its reason, and does not fail the command.
+#
+# The lent machine has no TensorFlow: everything here runs without it (numpy input, the
+# sentencepiece tokenizer, no TensorBoard logs). The dry run as that machine runs it:
+#   PYTHONPATH=benchmarks/without_tensorflow DRY_RUN=1 ... bash benchmarks/gpu_slot.sh
 #
 # Before the loan, in the checkout (both folders are git-ignored):
 #   bash ../shared/gpu/wheels.sh        # Keras, keras-hub and the rest the machine lacks
@@ -24,7 +33,8 @@
 #     && cp -r ../shared/data/multi30k carry/
 # On the loan (the device tool; carry [".whl", "carry"], timeout_s 570):
 #   bash benchmarks/gpu_slot.sh
-# A dry run of the same steps on a CPU, tiny sizes, about a minute (tests/test_gpu_slot.py):
+# A dry run of the same steps on a CPU, tiny sizes, a few minutes on 2 cores
+# (tests/zoo/bench/test_gpu_slot.py):
 #   DRY_RUN=1 OUT=/tmp/slot DATA=../shared/data bash benchmarks/gpu_slot.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +47,13 @@ DEADLINE=$((START + ${SLOT_SECONDS:-540}))  # the whole command, bench included
 mkdir -p "$OUT" "$RUNS"
 export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 say() { echo "[gpu_slot +$(( $(date +%s) - START ))s] $*"; }
+FAILED=()
+: > "$RUNS/steps.log"
+step() {  # NAME STATUS [DETAIL]: one line for steps.log; a "failed" step fails the command
+  echo "$1: $2${3:+: $3}" >> "$RUNS/steps.log"; say "$1: $2${3:+: $3}"
+  [ "$2" != failed ] || FAILED+=("$1")
+}
+last_line() { grep -v '^I0000\|^WARNING: All log' "$1" 2>/dev/null | tail -n 1; }
 
 # The lent machine has JAX, PyTorch, timm and transformers, and no Keras: the wheels that
 # ../shared/gpu/wheels.sh put in .whl/ go to /tmp/site once.
@@ -62,8 +79,16 @@ for work in $BENCH_WORKS; do BENCH+=(--work "$work"); done
 if [ ! -f "$OUT/bench-gpu.json" ]; then
   say "zoo bench ${BENCH[*]}"
   timeout 180 $ZOO bench "${BENCH[@]}" --output "$OUT/bench-gpu.json" > "$RUNS/bench.log" 2>&1
-  say "bench exit $?"; tail -n 40 "$RUNS/bench.log"
+  status=$?
+  tail -n 40 "$RUNS/bench.log"
+  [ "$status" = 0 ] || step bench failed "exit $status: $(last_line "$RUNS/bench.log")"
 fi
+# One line per job; the zoo's own jobs without a rate fail the command, the peers are skipped.
+python3 -m zoo.bench.slot "$OUT/bench-gpu.json" $BENCH_WORKS > "$RUNS/bench-jobs.log" 2>&1
+status=$?
+while read -r line; do say "$line"; done < "$RUNS/bench-jobs.log"
+cat "$RUNS/bench-jobs.log" >> "$RUNS/steps.log"
+[ "$status" = 0 ] || FAILED+=("bench (the zoo's jobs)")
 
 # 2. The trainings, side by side on the one chip (the recipes: docs/training-runs.md).
 # vit-qk, vit-cct7 and vit-vgg are issue 35's three candidates: vit-cifar-small with query/key
@@ -104,18 +129,28 @@ fi
 left=$((DEADLINE - $(date +%s) - 60))   # a minute to pack what comes back
 if [ "$left" -gt 30 ]; then
   say "training for at most ${left}s"
+  NAMES=(); PIDS=()
   train() {  # NAME KIND FLAGS...: one run in the background, its log in $RUNS/NAME.log
     local name=$1 kind=$2; shift 2
     timeout --signal=INT "$left" $ZOO train "$kind" --precision "$PRECISION" \
       --output "$RUNS/$name" "$@" > "$RUNS/$name.log" 2>&1 &
+    NAMES+=("$name"); PIDS+=($!)
   }
   VIT_DATA=(--data "$DATA/cifar10/cifar10-train-jpg.tar.gz")
   train vit-qk vit "${VIT_DATA[@]}" "${VIT[@]}" "${VIT_QK[@]}"
   train vit-cct7 vit "${VIT_DATA[@]}" "${VIT[@]}" "${VIT_CCT[@]}"
   train vit-vgg vit "${VIT_DATA[@]}" "${VIT[@]}" "${VIT_VGG[@]}"
   train translator translator --multi30k "$DATA/multi30k" "${TRANSLATOR[@]}"
-  wait
-  say "trainings ended"
+  for i in "${!NAMES[@]}"; do
+    wait "${PIDS[$i]}"; status=$?
+    case $status in
+      0) step "training ${NAMES[$i]}" ok ;;
+      124) step "training ${NAMES[$i]}" stopped "at the deadline; run the command again to go on" ;;
+      *) step "training ${NAMES[$i]}" failed "exit $status: $(last_line "$RUNS/${NAMES[$i]}.log")" ;;
+    esac
+  done
+else
+  step trainings failed "only ${left}s left after the bench"
 fi
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=utilization.gpu,memory.used \
   --format=csv,noheader
@@ -139,9 +174,16 @@ for run in keep:
     print("bringing back", run.name, flush=True)
     zoo.load(str(run / "model.keras")).save(str(run / "final.keras"))
 PY
-(cd "$RUNS" && tar czf "$RUNS/runs.tgz" ./*.log $(ls ./*/metrics.json ./*/final.keras \
-  2>/dev/null))
+status=$?
+[ "$status" = 0 ] || step "packing the final models" failed "exit $status"
+[ ${#FAILED[@]} = 0 ] || echo "failed: ${FAILED[*]}" >> "$RUNS/steps.log"
 rm -f "$OUT"/runs.tgz.part-*
-split -b 15M -d "$RUNS/runs.tgz" "$OUT/runs.tgz.part-"
+(cd "$RUNS" && tar czf "$RUNS/runs.tgz" ./*.log $(ls ./*/metrics.json ./*/final.keras \
+  2>/dev/null)) && split -b 15M -d "$RUNS/runs.tgz" "$OUT/runs.tgz.part-" \
+  || FAILED+=("the archive")
 ls -l "$OUT"
+if [ ${#FAILED[@]} != 0 ]; then
+  say "FAILED: ${FAILED[*]}"
+  exit 1
+fi
 say "done"

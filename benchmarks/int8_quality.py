@@ -3,7 +3,7 @@
     python benchmarks/int8_quality.py --data ../shared/data/cifar10/cifar10-train-jpg.tar.gz
 
 Quantizes `--model` (`zoo.models.quantization.quantize_model`), scores both models on the
-held-out validation split exactly as benchmarks/vit_overfit.py scores it (`--validation-size`
+held-out validation split exactly as benchmarks/studies/vit_overfit.py scores it (`--validation-size`
 5,000 and `--seed` 0, as `zoo train vit` splits), and writes
 benchmarks/results/int8_quality-<model>.json.
 """

@@ -1,26 +1,27 @@
 """Keras's LayerNormalization against the zoo's, forward and forward + backward, on TensorFlow.
 
     python benchmarks/layer_norm.py [--shape 128 65 192] [--rounds 10] [--calls 20]
-        [--output benchmarks/results/layer_norm.json]
+        [--output FILE.json]
 
 Both layers normalize the same `(batch, tokens, width)` tensor (by default one ViT-tiny train
 batch: 128 images, 65 tokens, width 192) inside a `tf.function`, with oneDNN on as the `zoo`
-command runs TensorFlow. Their calls alternate, the order swapped every round, and the mean
-milliseconds a call of each are printed and written as JSON.
+command runs TensorFlow. Their calls alternate, the order swapped every round (the
+harness's `zoo.bench.steps.interleaved`; each call's result is read back to NumPy), and the
+mean milliseconds a call of each are printed and written to
+benchmarks/results/layer_norm-HOST-DATE.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ["KERAS_BACKEND"] = "tensorflow"
+from zoo.bench.report import write_benchmark  # noqa: E402
+from zoo.bench.steps import interleaved  # noqa: E402
 from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=20, help="calls timed per round")
     parser.add_argument("--output", type=Path,
-                        default=Path(__file__).parent / "results" / "layer_norm.json")
+                        help="default: benchmarks/results/layer_norm-HOST-DATE.json")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     x = tf.constant(rng.normal(size=args.shape).astype("float32") * 3.0 + 1.0)
@@ -64,26 +65,18 @@ def main() -> None:
     functions = {name: steps(layer, x, upstream) for name, layer in layers.items()}
     results = []
     for work in ("forward", "forward+backward"):
-        times: dict[str, list[float]] = {name: [] for name in layers}
-        for name in layers:  # trace and warm up
+        calls = {name: (lambda f=functions[name][work]: tf.nest.map_structure(np.asarray, f(x)))
+                 for name in layers}
+        for call in calls.values():  # trace and warm up
             for _ in range(3):
-                tf.nest.map_structure(np.asarray, functions[name][work](x))
-        for number in range(args.rounds):
-            for name in (list(layers) if number % 2 == 0 else list(layers)[::-1]):
-                started = time.perf_counter()
-                for _ in range(args.calls):
-                    out = functions[name][work](x)
-                tf.nest.map_structure(np.asarray, out)
-                times[name].append((time.perf_counter() - started) / args.calls * 1e3)
+                call()
+        times = interleaved(calls, args.rounds, args.calls)
         for name, values in times.items():
-            mean = sum(values) / len(values)
+            mean = sum(values) / len(values) * 1e3
             results.append({"work": work, "layer": name, "ms": round(mean, 3)})
             print(f"{work:17s} {name:6s} {mean:7.2f} ms a call")
-    args.output.write_text(json.dumps({
-        "shape": args.shape, "rounds": args.rounds, "calls": args.calls,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "versions": {"keras": keras.__version__, "tensorflow": tf.__version__},
-        "results": results}, indent=1) + "\n")
+    write_benchmark(__file__, {"shape": args.shape, "rounds": args.rounds,
+                               "calls": args.calls, "results": results}, output=args.output)
 
 
 if __name__ == "__main__":

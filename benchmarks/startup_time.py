@@ -8,27 +8,27 @@ the median wall time of `--repeats` runs is kept, and the ratio to the median of
 even be imported. Commands that need a model do one small real job (one sentence, one
 CIFAR-10 JPEG from ../shared/data), so their time is start-up plus loading plus that job.
 Also records, per command, its exit status and how many lines it wrote on stderr (none for
-a success; an error is one line, an argument error argparse's usage and message). Writes
-benchmarks/results/startup_time.json.
+a success; an error is one line, an argument error argparse's usage and message). Each run
+is timed by the harness (`zoo.bench.steps.seconds_per_call`); writes
+benchmarks/results/startup_time-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
+
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import seconds_per_call
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ZOO_SHARED_DATA", REPO.parent / "shared" / "data"))
-RESULT = REPO / "benchmarks" / "results" / "startup_time.json"
 
 
 def commands(images: Path | None) -> dict[str, list[str]]:
@@ -55,15 +55,15 @@ def commands(images: Path | None) -> dict[str, list[str]]:
 def time_command(argv: list[str], repeats: int) -> tuple[float, int, int]:
     """(median seconds, exit status, lines on stderr) of `python argv` over `repeats` runs."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ZOO_LOG")}
-    times, status, lines = [], 0, 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, *argv], cwd=REPO, env=env,
-                              capture_output=True, text=True)
-        times.append(time.perf_counter() - start)
-        status = done.returncode
-        lines = max(lines, len(done.stderr.splitlines()))
-    return statistics.median(times), status, lines
+    runs: list[subprocess.CompletedProcess] = []
+
+    def run() -> None:
+        runs.append(subprocess.run([sys.executable, *argv], cwd=REPO, env=env,
+                                   capture_output=True, text=True))
+
+    times = [seconds_per_call(run) for _ in range(repeats)]
+    lines = max(len(done.stderr.splitlines()) for done in runs)
+    return statistics.median(times), runs[-1].returncode, lines
 
 
 def main() -> None:
@@ -105,15 +105,11 @@ def main() -> None:
         "baseline": "python -c \"import tensorflow\"",
         "baseline_seconds": round(baseline, 3),
         "repeats": args.repeats,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
         "baseline_seconds_before_and_after": [round(before, 3), round(after, 3)],
         "load_average_at_start": [round(x, 2) for x in load_before],
-        "python": platform.python_version(),
         "commands": rows,
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {RESULT}")
+    write_benchmark(__file__, result)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Where the ViT-tiny step's time goes on TensorFlow: op types, and the matrix products' share.
 
     python benchmarks/step_profile.py [--work vit-tiny-train|vit-tiny-infer] [--steps 5]
-        [--top 25] [--output benchmarks/results/step_profile-vit-tiny-train.json]
+        [--top 25] [--output FILE.json]
 
 Builds `zoo bench`'s ViT-tiny step (`zoo.bench.workers.keras_vit_step`: random weights, its
 batch for the work; oneDNN on, as the `zoo` command runs TensorFlow), warms it up, and records `--steps` steps with
@@ -11,6 +11,8 @@ batch for the work; oneDNN on, as the `zoo` command runs TensorFlow), warms it u
 - the step's span, the time some op was running (their union), and the time some matrix
   product or convolution was running. The last over the span is how far the step is bound by
   its matrix products, which no change outside them can speed up.
+The profiler's own clock times the ops; the figures go to
+benchmarks/results/step_profile-WORK-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import collections
 import glob
-import json
 import os
 import sys
 import tempfile
@@ -29,10 +30,10 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
-import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
+from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.workers import keras_vit_step  # noqa: E402
 
 PRODUCTS = ("MatMul", "Conv2D")  # in the op type's name, oneDNN's fused forms included
@@ -76,7 +77,8 @@ def main() -> None:
                         default="vit-tiny-train")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=25, help="op types printed")
-    parser.add_argument("--output", type=Path)
+    parser.add_argument("--output", type=Path,
+                        help="default: benchmarks/results/step_profile-WORK-HOST-DATE.json")
     args = parser.parse_args()
     step, batch = keras_vit_step(args.work, "zoo")
     for _ in range(3):
@@ -98,13 +100,12 @@ def main() -> None:
         print(f"{ms:9.1f} ms  {op_type}")
     print(f"a step: span {span:.1f} ms, some op running {busy:.1f} ms, some matrix product "
           f"running {products:.1f} ms ({products / span:.0%} of the span); {batch} images")
-    if args.output:
-        args.output.write_text(json.dumps({
-            "work": args.work, "batch": batch, "steps": args.steps,
-            "versions": {"keras": keras.__version__, "tensorflow": tf.__version__},
-            "span_ms": round(span, 1), "busy_ms": round(busy, 1),
-            "matrix_products_ms": round(products, 1),
-            "op_type_ms": {k: round(v, 2) for k, v in by_type.most_common()}}, indent=1) + "\n")
+    write_benchmark(__file__, {
+        "work": args.work, "batch": batch, "steps": args.steps,
+        "span_ms": round(span, 1), "busy_ms": round(busy, 1),
+        "matrix_products_ms": round(products, 1),
+        "op_type_ms": {k: round(v, 2) for k, v in by_type.most_common()}},
+        variant=args.work, output=args.output)
 
 
 if __name__ == "__main__":

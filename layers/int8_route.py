@@ -1,20 +1,29 @@
 """Which product an int8 layer computes: int8 x int8, or float against its widened weights.
 
 Keras' int8 `Dense` and `EinsumDense` quantize each input row on the fly and multiply int8
-by int8 with int32 sums. That is the fast route under XLA and on JAX, but TensorFlow's own
-int8 `MatMul` kernel, which a TensorFlow graph without XLA runs (eager calls, Keras' `predict`
-on a CPU, an exported SavedModel as the model server runs it), is slower than its float32
-one: a 1024-wide product of 256 rows took 20.4 ms in that kernel against 8.7 ms in float32,
-and quantizing the inputs 1.2 ms more (`benchmarks/int8_routes.py`, 2 contended cores).
-There the int8 weights are widened to float32 at call time instead (`x @ float(q)`, then
-divided by the per-channel scale: Keras' own weight-only int8 product), 9.4 ms: the weights
-stay int8 in the variables and the file, and only the compute is float.
+by int8 with int32 sums. That is the fast route on JAX, but TensorFlow's own int8 `MatMul`
+kernel, which a TensorFlow graph without XLA runs (eager calls, Keras' `predict` on a CPU,
+an exported SavedModel as the model server runs it), is slower than its float32 one: a
+1024-wide product of 256 rows took 20.4 ms in that kernel against 8.7 ms in float32, and
+quantizing the inputs 1.2 ms more (`benchmarks/int8_routes.py`, 2 contended cores); the
+served int8 translator took 1,303 ms a sentence with int8 products against 617 ms widened
+(`benchmarks/int8_served.py`, docs/benchmarks.md). So on TensorFlow the int8 weights are
+widened to float32 at call time instead (`x @ float(q)`, then divided by the per-channel
+scale: Keras' own weight-only int8 product): the weights stay int8 in the variables and the
+file, and only the compute is float.
+
+One route a backend, whatever the batch and whether XLA compiles the graph: an input's
+answer must not depend on what shares its request (issue 52), and the Python translator
+(whose searches XLA compiles) must give the served export's translations. Under XLA the
+int8 products were faster (1.4 ms against 3.1 ms float32 for a 1024-wide product of 32
+rows), but a search that rounds its inputs to int8 picks other tokens than the served one
+on about one sentence in five.
 
 `int8_products_here` makes that choice, in one place; `RoutedInputQuantizer` hands it to
 Keras' layers (`route_int8_layer`), and the zoo's `TokenEmbedding` asks it for its logits.
 The two routes differ by the rounding of the inputs to int8 only: at most
 `sum_k |x_k| / 254 * |w_k|` per output, since each input is off by at most half a step of
-`max|x| / 127`.
+`max|x| / 127`. Each is batch-invariant in itself: the inputs are quantized row by row.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import Iterator
 
 import keras
 
-from .keras_internals import in_xla_compiled_graph, set_inputs_quantizer
+from .keras_internals import set_inputs_quantizer
 
 # The layers whose `_int8_call` reads an `inputs_quantizer` (Keras 3.15).
 ROUTED_LAYERS = (keras.layers.Dense, keras.layers.EinsumDense)
@@ -38,25 +47,20 @@ def int8_products_here() -> bool:
     computation being traced or run now.
 
     True on JAX (its int8 dot is the faster one: 1.1 ms against 1.9 ms float32 for 32
-    rows of a 1024-wide product) and inside a TensorFlow function that XLA compiles (the
-    translator's searches: 1.4 ms against 3.1 ms); False on TensorFlow without XLA (eager,
-    `predict` on a CPU, an exported SavedModel), where the widened weights are faster.
+    rows of a 1024-wide product) and inside `int8_products()`; False on TensorFlow, with
+    XLA or without, so that the Python model and its export compute the same numbers.
 
     Example:
     >>> isinstance(int8_products_here(), bool)
     True
     """
-    if keras.backend.backend() != "tensorflow" or getattr(_forced, "int8", False):
-        return True
-    return in_xla_compiled_graph()
+    return keras.backend.backend() != "tensorflow" or getattr(_forced, "int8", False)
 
 
 @contextlib.contextmanager
 def int8_products() -> Iterator[None]:
     """Within the block, every int8 layer traced or run multiplies int8 by int8, wherever it
-    runs: for a graph that knows its products are small. A TensorFlow graph without XLA that
-    reads its weights more than it multiplies them (a served translator's decoding steps for
-    one or a few sentences) is faster reading them as int8 than widening them every step.
+    runs: for timing that route (`benchmarks/int8_served.py`) and for tests.
 
     Example:
     >>> with int8_products():

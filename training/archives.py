@@ -16,7 +16,6 @@ needed member.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from .disk_faults import naming
 from .errors import UserError
-from .file_store import cache_dir, write_atomically
+from .file_store import cache_dir, file_sha256, write_atomically
 
 _MARKER = ".extracted.json"
 _MEMBERS = "members.json"
@@ -47,11 +46,7 @@ def archive_sha256(archive_path: str | os.PathLike) -> str:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _DIGESTS:
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        _DIGESTS[key] = digest.hexdigest()
+        _DIGESTS[key] = file_sha256(path)
     return _DIGESTS[key]
 
 

@@ -27,6 +27,14 @@ removed (a disk with less room than the checkpoint needs is refused before HDF5 
 crashes the process when the disk fills up under it). The final
 files of a run go through `write_atomically` in the same way, and `prepare_run_folder`
 keeps a run from overwriting a finished run or files it did not write.
+
+Why not `keras.callbacks.BackupAndRestore`: it keeps one backup and deletes it when `fit`
+ends, so a finished run cannot be continued with more epochs (`zoo train --force`) and there
+is no record of which epoch a folder holds beside the weights; it writes its files in place,
+so a kill while writing can leave a damaged backup; it has no hook for what `save_weights`
+leaves out (Keras LoRA factors) or for refusing a resume whose settings differ (`facts`); and
+a full disk fails inside HDF5 rather than as one line naming the checkpoint. The restore
+here is still Keras's own `load_weights` and optimizer variables, with those additions.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import numpy as np
 
 from .disk_faults import naming
 from .errors import UserError
-from .file_store import fsync
+from .file_store import fsync, refuse_link
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
@@ -132,15 +140,18 @@ def prepare_run_folder(folder: str | os.PathLike, written: Iterable[str],
     Raises:
         FileExistsError: a finished run or foreign files without `force`, or `folder` is a
             file; one line that names the folder and the files.
+        UserError: a file or folder the run writes is a symbolic link (even with `force`).
     """
     folder = Path(folder)
     if not folder.is_dir():
         if folder.exists():
             raise FileExistsError(f"the output {folder} is a file, not a folder")
         return
+    written = set(written) | set(FINAL_FILES)
+    for name in sorted(written):  # with --force too: a link would send a write elsewhere
+        refuse_link(folder / name)
     if force:
         return
-    written = set(written) | set(FINAL_FILES)
     entries = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     finished = [name for name in FINAL_FILES if name in entries]
     if finished:
@@ -215,11 +226,15 @@ class ResumableCheckpoint(keras.callbacks.Callback):
 
     def _write(self, completed: int, logs: dict | None, final: Path, temporary: Path) -> None:
         """Writes the checkpoint into `temporary` and renames it to `final`."""
+        for path in (self.directory, final):
+            refuse_link(path)  # a planted link would move the checkpoint outside the run
         self.directory.mkdir(parents=True, exist_ok=True)
         _require_space(self.model, self.directory, final)
-        if temporary.exists():
+        if temporary.is_symlink():
+            temporary.unlink()
+        elif temporary.exists():
             shutil.rmtree(temporary)
-        temporary.mkdir()
+        temporary.mkdir()  # a fresh folder: nothing inside it can be a link
 
         self.model.save_weights(str(temporary / WEIGHTS_FILE))
         optimizer = self.model.optimizer

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.layers.validation import image_size_pair
 from .errors import UserError
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
@@ -125,6 +124,10 @@ def load_image(path: str | os.PathLike, image_size=None) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
+    # Here, not at the top: zoo.layers imports Keras, and `zoo train vit` counts a folder's
+    # images (scan_image_folder) before Keras and TensorFlow load.
+    from zoo.layers.validation import image_size_pair
+
     size = None if image_size is None else image_size_pair(image_size)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not an image file")

@@ -18,7 +18,7 @@ On a CPU, bfloat16 pays only where the processor computes it natively (AVX512_BF
 there `mixed_bfloat16` trained a CIFAR ViT 1.38x faster than float32 (../shared/ANCHORS.md);
 on a 2-core AVX2 host without either it trained `vit-cifar-small` at 36.0 and 38.9 images/s
 against 47.3 and 48.8 in float32 (TensorFlow with oneDNN, batch 128;
-benchmarks/train_precision.py; 11.9 to 13.0 against 41.1 to 42.0 before the attention's
+benchmarks/train_step_speed.py; 11.9 to 13.0 against 41.1 to 42.0 before the attention's
 einsums and the erfc GELU were replaced), since each bfloat16 product is then converted and
 emulated. `start_run` warns in that case (`bfloat16_warning`).
 """

@@ -122,7 +122,7 @@ class RandAugmentPolicy(keras.layers.Layer):
         signs = ops.where(coins < 0.5, -1.0, 1.0)
         if _is_jax_tracer(images):
             # Under jax.jit a loop keeps XLA from fusing one round into the gathers of the
-            # next, which made two unrolled rounds 10x slower than one (CPU, 256 images).
+            # next: unrolled, two rounds were many times slower than one (docs/benchmarks.md).
             def one_round(index, images):
                 choice, sign = ops.take(choices, index, axis=0), ops.take(signs, index, axis=0)
                 return self._one_round(images, names, choice, sign)

@@ -37,7 +37,9 @@ from .checkpointing import (
     restore_latest,
 )
 from .distribution import barrier, is_chief
+from .errors import UserError
 from .file_store import write_atomically
+from .interrupts import interrupted
 from .precision import bfloat16_warning, set_precision
 from .progress import fit_verbosity
 from .run_lock import run_folder_lock
@@ -93,6 +95,16 @@ def resume(model: keras.Model, out: Path, facts: dict | None = None) -> int:
     return initial_epoch
 
 
+def tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported here, without importing it (the lent GPU machine
+    has JAX and no TensorFlow). A finder that refuses the name, as the tests' stand-in for
+    such a machine does, counts as absent."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:
+        return False
+
+
 def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial_epoch: int,
                   callbacks: list | None = None, keep: int = 2, checkpoint_every: int = 1,
                   facts: dict | None = None,
@@ -105,11 +117,15 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     `ResumableCheckpoint`). In a multi-process job only process 0 writes into `out`
     (`written_folder`)."""
     with written_folder(out) as folder:
-        callbacks = list(callbacks or []) + [
+        # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
+        callbacks = [StopOnInterrupt(), StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
             ResumableCheckpoint(folder / "checkpoints", keep=keep, every=checkpoint_every,
                                 facts=facts)]
-        if importlib.util.find_spec("tensorflow") is not None:
+        if tensorflow_installed():
             callbacks.append(keras.callbacks.TensorBoard(str(folder / "logs")))
+        elif initial_epoch < epochs:
+            print("TensorBoard logs skipped: their writer is TensorFlow's, which is not "
+                  "installed")
         started = time.time()
         history = model.fit(data, epochs=epochs, initial_epoch=initial_epoch,
                             callbacks=callbacks, verbose=fit_verbosity(), **fit_kwargs)
@@ -130,6 +146,53 @@ def written_folder(out: Path) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="zoo-process-") as scratch:
         yield Path(scratch)
+
+
+class StopOnInterrupt(keras.callbacks.Callback):
+    """Stops training at the next step after a Ctrl-C that something swallowed (a callback
+    from compiled code, say): raises `KeyboardInterrupt` again where Python code runs. See
+    `zoo.training.interrupts`."""
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if interrupted():
+            raise KeyboardInterrupt
+
+    on_test_batch_end = on_predict_batch_end = on_train_batch_end
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Ends a run whose loss is not finite (NaN or infinite) with one line, at the end of the
+    epoch: training on would only write a NaN model and NaN metrics with exit 0. Keras'
+    `TerminateOnNaN` stops the fit quietly, and the run would then finish normally.
+
+    Raises:
+        UserError: from `on_epoch_end`, naming the epoch, the loss and the run folder.
+    """
+
+    def __init__(self, out: str | os.PathLike) -> None:
+        super().__init__()
+        self.out = Path(out)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            raise UserError(
+                f"the training loss became {float(loss)} in epoch {epoch + 1}; the run "
+                f"stopped without writing this epoch (the earlier checkpoints stay in "
+                f"{self.out / 'checkpoints'}): lower the learning rate or LoRA alpha")
+
+
+def finite_json(value: Any) -> Any:
+    """`value` (nested dicts, lists, numbers) with every NaN or infinite float as None, so
+    that its JSON is standard JSON (Python writes `NaN` and `Infinity`, which other readers
+    refuse)."""
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callbacks.History,
@@ -162,5 +225,6 @@ def finish_run(out: Path, model: keras.Model, recipe: Any, history: keras.callba
         metrics["validation_before"] = before
     if is_chief():
         write_atomically(out / "metrics.json",
-                         lambda path: path.write_text(json.dumps(metrics, indent=2)))
+                         lambda path: path.write_text(
+                             json.dumps(finite_json(metrics), indent=2, allow_nan=False)))
     return metrics

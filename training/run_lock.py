@@ -11,7 +11,9 @@ A second run into the folder is refused at once, in one line that names the fold
 process that holds it. The operating system releases the lock when the holder's process ends
 however it ends (a kill, a crash, a lost machine), so a dead run never leaves a stale lock
 behind; a lock file without a lock on it is free. A run that ends normally removes the file.
-The file is hidden, so `prepare_run_folder` ignores it as it ignores temporary files.
+The file is hidden, so `prepare_run_folder` ignores it as it ignores temporary files. A lock
+file that is a symbolic link is refused in one line, never opened: the run would write its
+process id into whatever file the link points to.
 
 Where `fcntl` does not exist (Windows), runs are not locked.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import UserError
+from .file_store import open_no_follow, refuse_link
 
 LOCK_FILE = ".run.lock"
 
@@ -36,7 +39,8 @@ def lock_owner(folder: str | os.PathLike) -> int | None:
     """The process id the folder's lock file records (its last holder, which may have ended);
     None when there is no readable record."""
     try:
-        text = (Path(folder) / LOCK_FILE).read_text().strip()
+        with open(Path(folder) / LOCK_FILE, "rb", opener=open_no_follow) as file:
+            text = file.read(64).decode().strip()
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
@@ -47,7 +51,8 @@ def _try_lock(path: Path) -> int | None:
     import fcntl
 
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        refuse_link(path)
+        fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -8,7 +8,6 @@ that the first update never gets a learning rate of exactly zero.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import keras
@@ -60,8 +59,9 @@ class InverseSqrtWarmup(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up to a peak, then half a cosine down to a final rate.
+class WarmupCosine(keras.optimizers.schedules.CosineDecay):
+    """Linear warm-up to a peak, then half a cosine down to a final rate: Keras's own
+    `CosineDecay` (`warmup_target`, `warmup_steps`), counting steps from 1.
 
     The schedule used to train Vision Transformers:
 
@@ -70,6 +70,13 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
 
     where `progress = (step - warmup_steps) / (total_steps - warmup_steps)`, clipped to
     [0, 1], so the rate stays at `final_learning_rate` after `total_steps`.
+
+    Why a subclass and not `CosineDecay` itself: Keras's warm-up starts at
+    `initial_learning_rate` on the optimizer's step 0, so the first update of a run would have
+    a rate of 0 (a run of one warm-up step would learn nothing); as this module's schedules
+    do, this one calls `CosineDecay` at `iterations + 1` (tests/training/test_schedules.py
+    checks it equals `CosineDecay` one step on). It also keeps the recipe's arguments
+    (peak, total, warm-up, final) and their checks.
 
     Args:
         peak_learning_rate: The rate reached at the end of the warm-up.
@@ -104,20 +111,17 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
                 f"final_learning_rate={final_learning_rate!r} and "
                 f"peak_learning_rate={peak_learning_rate!r}"
             )
-        self.peak_learning_rate = float(peak_learning_rate)
+        peak, warmup = float(peak_learning_rate), int(warmup_steps)
+        super().__init__(initial_learning_rate=0.0 if warmup else peak,
+                         decay_steps=int(total_steps) - warmup,
+                         alpha=float(final_learning_rate) / peak,
+                         warmup_target=peak if warmup else None, warmup_steps=warmup)
+        self.peak_learning_rate = peak
         self.total_steps = int(total_steps)
-        self.warmup_steps = int(warmup_steps)
         self.final_learning_rate = float(final_learning_rate)
 
     def __call__(self, step: Any) -> Any:
-        step = ops.cast(step, "float32") + 1.0
-        peak, final = self.peak_learning_rate, self.final_learning_rate
-        warmup = float(max(self.warmup_steps, 1))
-        warm = peak * step / warmup
-        progress = (step - self.warmup_steps) / float(self.total_steps - self.warmup_steps)
-        progress = ops.clip(progress, 0.0, 1.0)
-        cosine = final + 0.5 * (peak - final) * (1.0 + ops.cos(math.pi * progress))
-        return ops.where(step <= self.warmup_steps, warm, cosine)
+        return super().__call__(ops.cast(step, "float32") + 1.0)
 
     def get_config(self) -> dict:
         return {

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import keras
 import numpy as np
 
-from zoo.layers.validation import positive_int
+from zoo.layers.validation import is_int, positive_int
 from .errors import UserError
 
 # The special ids of the zoo's subword vocabularies (zoo.text.tokenizer.SubwordTokenizer trains
@@ -52,7 +52,7 @@ def filter_by_length(
         ("max_source_length", max_source_length),
         ("max_target_length", max_target_length),
     ]:
-        if not isinstance(value, int) or value < max(min_length, 1):
+        if not is_int(value) or value < max(min_length, 1):
             raise ValueError(f"{name} must be an int >= max(min_length, 1), got {value!r}")
     return [
         (source, target)

@@ -118,3 +118,20 @@ def test_serialization_round_trip(schedule, tmp_path):
 def test_bad_arguments_raise_value_error(make):
     with pytest.raises(ValueError):
         make()
+
+
+@pytest.mark.parametrize("warmup, final", [(0, 0.0), (3, 0.0), (5, 1e-4)])
+def test_warmup_cosine_is_keras_cosine_decay_one_step_on(warmup, final):
+    """The schedule is Keras's `CosineDecay` with its warm-up, called at iterations + 1, so
+    that the first update does not get Keras's rate of 0 at step 0."""
+    peak, total = 1e-3, 20
+    ours = WarmupCosine(peak, total_steps=total, warmup_steps=warmup, final_learning_rate=final)
+    keras_own = keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup else peak, decay_steps=total - warmup, alpha=final / peak,
+        warmup_target=peak if warmup else None, warmup_steps=warmup)
+    for step in range(total + 3):
+        assert float(ours(step)) == pytest.approx(float(keras_own(step + 1)), rel=1e-6)
+    if warmup:
+        assert float(keras_own(0)) == 0.0 and float(ours(0)) == pytest.approx(peak / warmup)
+    again = WarmupCosine.from_config(ours.get_config())
+    assert [float(again(s)) for s in range(total)] == [float(ours(s)) for s in range(total)]

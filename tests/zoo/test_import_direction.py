@@ -20,7 +20,7 @@ FOLDERS = {"zoo.layers": ROOT / "layers", "zoo.training": ROOT / "training", "zo
 # Bottom to top: a module may import from its own level and the levels before it.
 LEVELS = ["zoo.layers", "zoo.training", "zoo.errors", "zoo.runtime", "zoo.version", "zoo.text",
           "zoo.generation", "zoo.models", "zoo.converters", "zoo.hub", "zoo.serving",
-          "zoo.recipes", "zoo.bench", "zoo.cli"]
+          "zoo.recipes", "zoo.pipelines", "zoo.bench", "zoo.cli"]
 SANCTIONED = {("zoo.models.architectures", "zoo.hub.loader")}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ("translator-multi30k-en-de", "vit-cifar10")
+SHIPPED = ("translator-multi30k-en-de", "vit-cifar10", "vit-hybrid-cifar10")
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from zoo.bench import report
+from zoo.recipes.checks import POSITIVE_INT, SECONDS, checked_type
 from zoo.bench.works import (DRY_RUN, GPU_SETTINGS, GROUPS, SETTINGS, SYSTEMS, WORKS,
                              expand_works, gpu_work_settings)
 
@@ -246,13 +247,13 @@ def add_arguments(parser: Any) -> None:
                              + "; or a group: cpu (the default: "
                              + ", ".join(GROUPS["cpu"]) + "), gpu (ANCHORS.md's H100 "
                              "works, bf16 on a GPU: " + ", ".join(GROUPS["gpu"]) + ")")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=checked_type(int, POSITIVE_INT), default=3,
                         help="times the whole list runs, interleaved; the best round is kept")
-    parser.add_argument("--seconds", type=float, default=3.0,
+    parser.add_argument("--seconds", type=checked_type(float, SECONDS), default=3.0,
                         help="timed seconds per system, work and round, after warm-up")
     parser.add_argument("--output", default=None, metavar="FILE.json",
                         help="where the JSON goes (default: benchmarks/results/"
-                             "bench-DATE.json)")
+                             "bench-HOST-DATE.json)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check that every job runs: the GPU works at a tiny size "
                              "(2 layers, width 64, batch 4), one warm-up and one timed step "

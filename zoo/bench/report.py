@@ -1,6 +1,8 @@
 """What `zoo bench` reports: the Markdown table of rates and ratios, the device and the
-versions its JSON records, and where every benchmark of the zoo writes its JSON
-(`results_path`, `write_results`). This module imports nothing heavy.
+versions its JSON records, and where and under what name every benchmark of the zoo writes
+its JSON: `result_name` (`<script>[-<variant>]-<host kind>-<YYYY-MM-DD>`, the one naming of
+benchmarks/results/), `write_benchmark` (what the scripts in benchmarks/ call) and
+`write_results`. This module imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
+import sys
 import shutil
 import subprocess
 from pathlib import Path
@@ -112,14 +116,100 @@ def results_path(name: str) -> Path:
 
 
 def write_results(document: dict, path: str | os.PathLike) -> Path:
-    """Writes `document` as indented JSON to `path` (its folder created); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    return path
+    """Writes `document` as indented JSON to `path` (its folder created; atomically, and
+    never through a link); returns the path."""
+    from zoo.training.file_store import write_atomically
+
+    return write_atomically(path, lambda temporary: temporary.write_text(
+        json.dumps(document, indent=2) + "\n"))
 
 
 def default_output() -> Path:
-    """benchmarks/results/bench-<UTC date>.json (see `results_path`)."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    return results_path(f"bench-{stamp}")
+    """benchmarks/results/bench-<host kind>-<UTC date>.json (see `result_name`)."""
+    return results_path(result_name("bench"))
+
+
+# `<script>[-<variant>]-<host kind>-<YYYY-MM-DD>.<json|png>`: what `result_name` writes.
+RESULT_NAME = re.compile(
+    r"^(?P<script>[a-z0-9_]+)(?:-(?P<variant>[a-z0-9.-]+?))?"
+    r"-(?P<host>avx512|avx2|cpu-[a-z0-9_]+|gpu-[a-z0-9.-]+)"
+    r"-(?P<date>\d{4}-\d{2}-\d{2})\.(?:json|png)$")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def host_kind(cpu_flags: Sequence[str] | None = None,
+              gpus: Sequence[str] | None = None) -> str:
+    """What a result's name says of the machine that measured it: `gpu-<name>` for the
+    first GPU `nvidia-smi` lists (`gpu-2x-...` for several), else the CPU's widest vector
+    extension (`avx512`, `avx2`: what the CPU works' speed follows most), else
+    `cpu-<architecture>`.
+
+    Args:
+        cpu_flags: the CPU's flags; read from /proc/cpuinfo when None.
+        gpus: the GPUs' names; `gpu_names()` when None.
+    """
+    gpus = gpu_names() if gpus is None else list(gpus)
+    if gpus:
+        return "gpu-" + (f"{len(gpus)}x-" if len(gpus) > 1 else "") + _slug(gpus[0])
+    if cpu_flags is None:
+        cpu_flags = []
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("flags"):
+                    cpu_flags = line.split(":", 1)[1].split()
+                    break
+        except OSError:
+            pass
+    for flag, kind in (("avx512f", "avx512"), ("avx2", "avx2")):
+        if flag in cpu_flags:
+            return kind
+    return "cpu-" + re.sub(r"[^a-z0-9_]+", "_", (platform.machine() or "unknown").lower())
+
+
+def result_name(script: str, variant: str | None = None, host: str | None = None,
+                day: datetime.date | None = None) -> str:
+    """The one name of a benchmark result, without its suffix:
+    `<script>[-<variant>]-<host kind>-<YYYY-MM-DD>` (`RESULT_NAME` reads it back).
+
+    Args:
+        script: the script's name or its path (`__file__`): its stem is used.
+        variant: what else tells its results apart (a backend, a model, a work); any text,
+            written lower-case with runs of other characters as one `-`.
+        host: `host_kind()` when None.
+        day: today's UTC date when None.
+
+    Example:
+        result_name("beam_step", "tensorflow", "avx2", datetime.date(2026, 11, 25))
+        # 'beam_step-tensorflow-avx2-2026-11-25'
+    """
+    stem = Path(script).stem
+    if not re.fullmatch(r"[a-z0-9_]+", stem):
+        raise ValueError(f"a script name is lower-case letters, digits and _; got {stem!r}")
+    day = day or datetime.datetime.now(datetime.timezone.utc).date()
+    parts = [stem] + ([_slug(variant)] if variant and _slug(variant) else [])
+    return "-".join(parts + [host or host_kind(), day.isoformat()])
+
+
+def write_benchmark(script: str, document: dict, variant: str | None = None,
+                    output: str | os.PathLike | None = None, say: Any = print) -> Path:
+    """Writes a benchmark script's result as JSON: `document` with `device`, `versions`,
+    `date` and `command` (the script's command line) added where it has none, to `output`
+    or benchmarks/results/`result_name(script, variant)`.json; says where and returns the
+    path.
+
+    Example:
+        write_benchmark(__file__, {"settings": ..., "results": ...}, variant="jax")
+    """
+    document = dict(document)
+    document.setdefault("device", device())
+    document.setdefault("versions", versions())
+    document.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"))
+    document.setdefault("command", " ".join(["python", *sys.argv]))
+    path = write_results(document, output if output is not None
+                         else results_path(result_name(script, variant)))
+    say(f"wrote {path}")
+    return path

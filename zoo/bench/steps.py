@@ -1,6 +1,8 @@
-"""What both kinds of `zoo bench` worker build on: the timing loop, the Keras and timm ViTs
-of a shape, the random Marian model of a shape, and the stand-in for a torchvision that
-cannot load (`zoo.bench.workers` runs the CPU works, `zoo.bench.gpu` the GPU works)."""
+"""What every timing of the zoo builds on: the timing loop (`measure`, `seconds_per_call`,
+`interleaved`, and `Stopwatch` for a span that is not one call), the Keras and timm ViTs of a
+shape, the random Marian model of a shape, and the stand-in for a torchvision that cannot
+load (`zoo.bench.workers` runs the CPU works, `zoo.bench.gpu` the GPU works; the scripts in
+benchmarks/ time with the same functions, so that nothing else in the tree reads a clock)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,77 @@ import tempfile
 import time
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 CACHE = Path(os.environ.get("ZOO_BENCH_CACHE", Path(tempfile.gettempdir()) / "zoo-bench"))
 
 # Set by `--dry-run`: every `measure` makes one warm-up and one timed call.
 DRY_RUN = False
+
+
+class Stopwatch:
+    """The harness's clock, for a span that is not one call of a function (a Keras
+    callback's step, a first call whose memory is read before the next ones).
+
+    Example:
+        with Stopwatch() as watch:
+            model.fit(x, y, epochs=1, verbose=0)
+        print(watch.seconds)
+    """
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.seconds: float | None = None
+
+    def start(self) -> "Stopwatch":
+        """Starts (or restarts) the clock; returns the stopwatch."""
+        self.started = time.perf_counter()
+        return self
+
+    def stop(self) -> float:
+        """The wall seconds since `start()` (also kept as `seconds`)."""
+        if self.started is None:
+            raise RuntimeError("Stopwatch.stop() called before start()")
+        self.seconds = time.perf_counter() - self.started
+        return self.seconds
+
+    def __enter__(self) -> "Stopwatch":
+        return self.start()
+
+    def __exit__(self, *exception: Any) -> None:
+        self.stop()
+
+
+def seconds_per_call(step: Callable[[], Any], calls: int = 1, warmup: int = 0) -> float:
+    """Mean wall seconds of `calls` calls of `step` (each must finish its work before it
+    returns), after `warmup` untimed calls."""
+    if calls < 1:
+        raise ValueError(f"calls must be at least 1; got {calls!r}")
+    for _ in range(warmup):
+        step()
+    with Stopwatch() as watch:
+        for _ in range(calls):
+            step()
+    return watch.seconds / calls
+
+
+def interleaved(steps: Mapping[str, Callable[[], Any]], rounds: int,
+                calls: int = 1) -> dict[str, list[float]]:
+    """Every round times `calls` calls of each step in turn, the order reversed every other
+    round, so that the slow and fast moments of a shared machine fall on each alike (an A/B
+    comparison in one process). Warm them up first.
+
+    Returns:
+        `{name: [seconds per call in round 1, round 2, ...]}`.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1; got {rounds!r}")
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    for number in range(rounds):
+        for name in (names if number % 2 == 0 else names[::-1]):
+            times[name].append(seconds_per_call(steps[name], calls))
+    return times
 
 
 def measure(step: Callable[[], Any], items: int, seconds: float, warmup: int = 2,

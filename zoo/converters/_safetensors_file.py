@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 
 # safetensors' own limit on the header (its MAX_HEADER_SIZE).
 HEADER_LIMIT = 100_000_000
@@ -120,4 +121,4 @@ def _check_entries(header: dict, data_size: int, where: str
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_int(value) and value >= 0

@@ -53,7 +53,8 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
             `zoo.converters._safetensors_file.read_safetensors`).
     """
     if isinstance(source, Mapping):
-        return {str(name): as_numpy(value) for name, value in source.items()}
+        return _finite({str(name): as_numpy(value) for name, value in source.items()},
+                       "the state dict")
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"expected a dict of tensors or a path; got {type(source).__name__}")
     path = os.fspath(source)
@@ -62,11 +63,11 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
         if os.path.exists(index):
             tensors: dict[str, np.ndarray] = {}
             for shard in _shards(index):
-                tensors.update(read_safetensors(os.path.join(path, shard)))
+                tensors.update(_read_finite(os.path.join(path, shard)))
             return tensors
         for name in SAFETENSORS_NAMES:
             if os.path.exists(os.path.join(path, name)):
-                return read_safetensors(os.path.join(path, name))
+                return _read_finite(os.path.join(path, name))
         raise UserError(f"{path} holds no model.safetensors (or {SAFETENSORS_INDEX})")
     if path.endswith((".bin", ".pt", ".pth", ".ckpt")):
         raise UserError(
@@ -75,7 +76,27 @@ def load_tensors(source: Any) -> dict[str, np.ndarray]:
             "use the checkpoint's .safetensors file")
     if not os.path.exists(path):
         raise UserError(f"no such checkpoint file or directory: {path}")
-    return read_safetensors(path)
+    return _read_finite(path)
+
+
+def _read_finite(path: str) -> dict[str, np.ndarray]:
+    return _finite(read_safetensors(path), path)
+
+
+def _finite(tensors: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """`tensors`, after checking that no float tensor holds NaN or infinity: a model of such
+    weights answers `nan` for every input, with exit status 0.
+
+    Raises:
+        UserError: naming `where` (the file), the first such tensor and how many values.
+    """
+    for name, value in tensors.items():
+        if np.asarray(value).dtype.kind == "f":
+            bad = np.size(value) - int(np.count_nonzero(np.isfinite(value)))
+            if bad:
+                raise UserError(f"{where}: tensor {name!r} holds {bad:,} NaN or infinite "
+                                "values; the weights are damaged")
+    return tensors
 
 
 def _shards(index: str) -> list[str]:
@@ -130,6 +151,34 @@ class Checkpoint:
             if name in self.tensors:
                 return self.take(name, shape)
         raise UserError(f"the {self.what} checkpoint has none of the tensors {names}")
+
+    def check_sizes(self, config_label: str, widths: Mapping[str, int],
+                    counts: Mapping[str, int]) -> None:
+        """Checks a configuration's sizes against the tensors before any model is built:
+        a config whose widths of 10^9 or 10^6 layers belong to no weights would otherwise
+        build until memory runs out.
+
+        Args:
+            config_label: how messages name the config (its file).
+            widths: config key -> a width that must be a dimension of some tensor (every
+                width of a model is the side of one of its weights).
+            counts: config key -> a count of layers: at most the number of tensors (each
+                layer holds several).
+
+        Raises:
+            UserError: the first size that the tensors contradict, naming the key.
+        """
+        dims = {int(d) for value in self.tensors.values() for d in np.shape(value)}
+        for key, width in widths.items():
+            if width not in dims:
+                raise UserError(f"{config_label}: {key} {width} is the size of no tensor of "
+                                f"the {self.what} checkpoint (largest: {max(dims, default=0)});"
+                                " the config does not belong to these weights")
+        for key, count in counts.items():
+            if count > len(self.tensors):
+                raise UserError(f"{config_label}: {key} {count} is more layers than the "
+                                f"{self.what} checkpoint has tensors ({len(self.tensors)}); "
+                                "the config does not belong to these weights")
 
     def check_all_used(self) -> None:
         """Raises if a tensor of the checkpoint was not mapped onto the model."""

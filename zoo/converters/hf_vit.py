@@ -206,6 +206,9 @@ def _hf_encoder(state_dict_or_path: Any, config: Any, prefix: str, *, head: str,
         raise UserError(f"the checkpoint has no {head}.weight: convert a {classifier} "
                         f"checkpoint ({family}Model has no head)")
     num_classes = int(ckpt.tensors[f"{head}.weight"].shape[0])
+    ckpt.check_sizes(config_name(config), {k: sizes[k] for k in (
+        "hidden_size", "intermediate_size", "patch_size", "num_channels")},
+        {"num_hidden_layers": sizes["num_hidden_layers"]})
     kwargs = dict(
         image_size=height if height == width else (height, width), patch_size=patch,
         num_classes=num_classes, hidden_dim=hidden, num_layers=sizes["num_hidden_layers"],

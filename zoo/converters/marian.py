@@ -49,6 +49,7 @@ from zoo.converters._config import (check_heads, config_float, config_int, confi
 from zoo.converters._tensors import (Checkpoint, assign, keras_activation, load_tensors,
                                      set_attention, set_layer_norm, set_linear)
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 from zoo.text.marian import MarianTokenizer
 from zoo.models.translator.model import Translator
 
@@ -96,7 +97,7 @@ def _token_ids(config: Any, vocabulary: int) -> dict[str, Any]:
     to be a token of the vocabulary: pad, start and end ids, the tokens generation never
     picks, and whether the end is forced at the length limit."""
     def token(key: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocabulary:
+        if not is_int(value) or not 0 <= value < vocabulary:
             raise UserError(f"{config_name(config)}: {key} must be a token id from 0 to "
                             f"{vocabulary - 1}; got {value!r}")
         return value
@@ -255,6 +256,11 @@ def translator_from_marian(state_dict_or_path: Any, config: Any = None,
             overrides["tokenizer"] = tokenizer
     ckpt = Checkpoint(load_tensors(state_dict_or_path), "Marian")
     arguments = _translator_arguments(config)
+    ckpt.check_sizes(config_name(config), {
+        "vocab_size": arguments["vocabulary_size"], "d_model": arguments["hidden_dim"],
+        "encoder_ffn_dim": arguments["intermediate_dim"]}, {
+        "encoder_layers": arguments["num_encoder_layers"],
+        "decoder_layers": arguments["num_decoder_layers"]})
     model = Translator(**{**arguments, **overrides})
     model.ensure_built()
     d, ffn = arguments["hidden_dim"], arguments["intermediate_dim"]

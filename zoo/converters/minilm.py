@@ -27,6 +27,7 @@ mean pooling) are skipped; any other tensor left over is an error, as is a missi
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -133,6 +134,17 @@ def encoder_config(model_dir: str | Path) -> dict[str, Any]:
     }
 
 
+def check_bert_sizes(config: Mapping[str, Any], tensors: Mapping[str, Any],
+                     config_path: str | os.PathLike) -> None:
+    """Checks `encoder_config`'s sizes against the checkpoint's tensors before the model is
+    built (`Checkpoint.check_sizes`), naming `config_path` and the BERT key."""
+    Checkpoint(tensors, "BERT").check_sizes(os.fspath(config_path), {
+        "vocab_size": config["vocabulary_size"], "hidden_size": config["hidden_dim"],
+        "intermediate_size": config["intermediate_dim"],
+        "max_position_embeddings": config["max_positions"]},
+        {"num_hidden_layers": config["num_layers"]})
+
+
 def assign_bert_weights(model: SentenceEncoder, tensors: Mapping[str, np.ndarray]) -> None:
     """Copies a Hugging Face `BertModel` state dict (NumPy arrays) into `model`, in place.
 
@@ -212,6 +224,8 @@ def load_minilm(model_dir: str | Path | None = None, **kwargs: Any) -> SentenceE
     config = encoder_config(folder)
     config.update(kwargs)
     config.setdefault("name", "all_minilm_l6_v2")
+    tensors = load_tensors(checkpoint)
+    check_bert_sizes(config, tensors, folder / "config.json")
     model = SentenceEncoder(**config)
-    assign_bert_weights(model, load_tensors(checkpoint))
+    assign_bert_weights(model, tensors)
     return model

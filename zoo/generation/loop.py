@@ -35,7 +35,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
-from zoo.generation.settings import _is_int
+from zoo.layers.validation import is_int
 
 NextLogits = Callable[[Any, Any, tuple], tuple[Any, tuple]]
 GrowCache = Callable[[tuple, Any], tuple]
@@ -43,16 +43,15 @@ GrowCache = Callable[[tuple, Any], tuple]
 # A growing cache's first length (`cache_lengths`).
 FIRST_CACHE_LENGTH = 16
 # A search of fewer rows x positions keeps one loop over a full cache: each more cache length
-# is one more loop for XLA to compile (about 1.7 s on two cores) and a small cache costs
-# little. The bench's 128 rows x 32 tokens are 4,096, where growing was 1.08-1.12x faster;
-# 1,000 real sentences at batch 64 and beam 4, 1.23-1.32x (docs/performance-log.md).
+# is one more loop for XLA to compile and a small cache costs little. From the bench's 128
+# rows x 32 tokens up, growing was faster (the figures: docs/performance-log.md, 2026-11-25).
 GROW_CACHE_FROM = 4096
 
 # A graph's cache lengths (`first`, `growth` of `cache_lengths`), where finished sequences
 # leave the batch between lengths: the more often, the fewer steps spent on them, and a loop
-# costs no compilation there, but each is one more copy of the step in the exported graph. Beam
-# 4 over 32 sentences through the shipped translator's export: 48-60 sentences/s with 16
-# doubling; 55-68 alike with these, a length every 8 or every 4 (docs/performance-log.md).
+# costs no compilation there, but each is one more copy of the step in the exported graph.
+# These lengths were the fastest of those measured through the shipped translator's export
+# (docs/performance-log.md).
 GRAPH_CACHE_LENGTHS = (8, 1.5)
 
 
@@ -106,8 +105,8 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
     `first`: a search's first step, `state -> state` (beam search's, once per sentence), run
     before the first loop, its cache grown to the loop's length; also not in small searches,
     which then take that step in the loop (`body` must handle it)."""
-    small = _is_int(rows) and _is_int(max_length) and rows * max_length < GROW_CACHE_FROM
-    unroll = two_steps and _is_int(rows) and not small
+    small = is_int(rows) and is_int(max_length) and rows * max_length < GROW_CACHE_FROM
+    unroll = two_steps and is_int(rows) and not small
     if small:
         first = None
 
@@ -117,9 +116,9 @@ def _search_loop(cond: Callable, body: Callable, state: tuple, rows: Any, max_le
 
     if grow_cache is None:
         return loop(cond, first(*state) if first else state, max_length)
-    shrink = done is not None and not _is_int(rows)
+    shrink = done is not None and not is_int(rows)
     growth = GRAPH_CACHE_LENGTHS if shrink else ()
-    if not _is_int(max_length):
+    if not is_int(max_length):
         lengths = [ops.minimum(length, max_length)
                    for length in cache_lengths(length_limit, *growth)]
     elif small:

@@ -8,10 +8,10 @@ must not be chosen.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 
 # A log-probability that can never win but stays finite in float32 arithmetic.
 NEVER = -1e9
@@ -24,14 +24,10 @@ MAX_BEAM_SIZE = 64
 MAX_LENGTH = 1024
 
 
-def _is_int(value: Any) -> bool:
-    """A Python or NumPy integer (not a bool, not a tensor)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
 
 def _check_length_at_least_one(max_length: Any) -> None:
     """The searches' own check; the upper bound is the caller's (it knows the model)."""
-    if _is_int(max_length) and max_length < 1:
+    if is_int(max_length) and max_length < 1:
         raise UserError(f"max_length must be at least 1; got {max_length!r}")
 
 
@@ -41,7 +37,7 @@ def check_beam_size(beam_size: Any) -> int:
     Raises:
         ValueError: not an integer from 1 to `MAX_BEAM_SIZE`; the message names the value.
     """
-    if not _is_int(beam_size):
+    if not is_int(beam_size):
         raise UserError(f"beam_size must be an integer from 1 to {MAX_BEAM_SIZE}; got "
                         f"{beam_size!r}")
     if beam_size < 1:
@@ -66,7 +62,7 @@ def check_max_length(max_length: Any, limit: int | None = None) -> int | None:
     if max_length is None:
         return None
     limit = MAX_LENGTH if limit is None else int(limit)
-    if not _is_int(max_length) or not 1 <= int(max_length) <= limit:
+    if not is_int(max_length) or not 1 <= int(max_length) <= limit:
         raise UserError(f"max_length must be an integer from 1 to {limit} (the most this "
                         f"model generates); got {max_length!r}")
     return int(max_length)

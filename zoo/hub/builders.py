@@ -188,15 +188,17 @@ def build_marian(folder: Path, config: Mapping[str, Any], name: str) -> Any:
 
 def build_sentence_encoder(folder: Path, config: Mapping[str, Any], name: str) -> Any:
     """A BERT sentence-transformers folder (mean pooling) as a `SentenceEncoder`."""
-    from zoo.converters.minilm import assign_bert_weights, encoder_config
+    from zoo.converters.minilm import assign_bert_weights, check_bert_sizes, encoder_config
     from zoo.models.sentence_encoder.model import SentenceEncoder
 
     if not (folder / "vocab.txt").is_file():
         raise FileNotFoundError(f"the sentence encoder needs vocab.txt; there is none in "
                                 f"{folder}")
-    tensors = checkpoint_tensors(folder)
-    model = SentenceEncoder(**encoder_config(folder), name=name)
-    assign_bert_weights(model, load_tensors(tensors))
+    tensors = load_tensors(checkpoint_tensors(folder))
+    config = encoder_config(folder)
+    check_bert_sizes(config, tensors, folder / "config.json")
+    model = SentenceEncoder(**config, name=name)
+    assign_bert_weights(model, tensors)
     return model
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zoo.training.disk_faults import DISK_FULL_ERRNOS
-from zoo.training.file_store import cache_dir, write_atomically
+from zoo.training.file_store import cache_dir, file_sha256, write_atomically
 from zoo.errors import UserError
 
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
@@ -45,15 +45,6 @@ def _manifests() -> dict[str, dict]:
 def list_models() -> dict[str, dict]:
     """The shipped models: `{name: {"kind", "description", "sha256", "path", ...}}`."""
     return _manifests()
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    """The hex sha256 of a file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class DownloadError(UserError):
@@ -85,6 +76,12 @@ def download(url: str, timeout: float = 60.0) -> Path:
       and a `.keras` file is a model the zoo would then run.
 
     Progress goes to stderr (never stdout, which carries translations and labels).
+
+    Why not `keras.utils.get_file`: it caches by file name in one folder (two URLs ending
+    in `model.keras` would share an entry), writes the download in place (a process killed
+    mid-download leaves a partial file under the final name, which a later call without a
+    hash takes as the model), prints its progress bar on stdout, and accepts plain http
+    without a hash.
 
     Args:
         url: the URL, optionally with a `#sha256=<64 hex digits>` fragment.
@@ -118,7 +115,7 @@ def download(url: str, timeout: float = 60.0) -> Path:
     folder = downloads_dir() / key
     local = folder / filename
     if local.is_file():
-        if expected is None or sha256_of(local) == expected:
+        if expected is None or file_sha256(local) == expected:
             return local
         local.unlink()  # corrupted in the cache: fetch it again
     if expected is None:
@@ -212,8 +209,8 @@ def resolve(name_or_path: str) -> Path:
         f"models: {', '.join(sorted(shipped)) or '(none installed)'}")
 
 
-def load(name_or_path: str, compile: bool = False,
-         expect: type | None = None) -> keras.Model:
+def load(name_or_path: str, compile: bool = False, expect: type | None = None,
+         num_classes: int | None = None, class_names: Any = None) -> keras.Model:
     """Loads a zoo model, ready to use: `zoo.load("translator-multi30k-en-de")`.
 
     Args:
@@ -225,6 +222,9 @@ def load(name_or_path: str, compile: bool = False,
             also `compile` yourself).
         expect: the model class the caller needs (e.g. `VisionTransformer`); another class
             is a ValueError that names both.
+        num_classes, class_names: a ViT with a new head for these classes (timm's
+            `create_model(..., num_classes=)`; `VisionTransformer.with_new_head`) where they
+            differ from the model's; either alone is enough.
 
     Returns:
         The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`).
@@ -287,7 +287,27 @@ def load(name_or_path: str, compile: bool = False,
         # Keras' own `model.export` takes only a model that was called once (it reads the
         # input signature of that call): a symbolic call costs nothing.
         model(keras.Input(tuple(model.image_shape)))
+        if (num_classes not in (None, model.num_classes) or class_names is not None
+                and list(class_names) != list(model.class_names or [])):
+            model = model.with_new_head(num_classes, class_names)
+            model(keras.Input(tuple(model.image_shape)))
+    elif num_classes is not None or class_names is not None:
+        raise UserError(f"num_classes and class_names are a ViT's; {name_or_path!r} is a "
+                        f"{type(model).__name__}")
+    model.preset_name = source_name(name_or_path)  # what `zoo.export(model)` names it
     return model
+
+
+def source_name(name_or_path: str) -> str:
+    """The name a model is known by from where it was loaded: a shipped name as it is, a
+    model folder's (or `.../NAME/model.keras`'s) folder name, a file's stem, a hub handle's
+    model name (`hf://Helsinki-NLP/opus-mt-en-de` -> `opus-mt-en-de`)."""
+    from zoo.hub.handles import is_handle, model_name
+
+    if is_handle(str(name_or_path)):
+        return model_name(str(name_or_path))
+    path = Path(str(name_or_path).partition("#")[0])  # no URL fragment (#sha256=...)
+    return path.parent.name if path.name == MODEL_FILE else path.stem
 
 
 def _refuse_unsafe(path: Path, config: Any, error: Exception) -> None:
@@ -389,7 +409,7 @@ def write_manifest(folder: str | os.PathLike, kind: str, description: str,
     """Writes `manifest.json` for `folder/model.keras` (with its sha256) and returns it."""
     folder = Path(folder)
     info = {"kind": kind, "description": description,
-            "sha256": sha256_of(folder / MODEL_FILE), **extra}
+            "sha256": file_sha256(folder / MODEL_FILE), **extra}
     text = json.dumps(info, indent=2) + "\n"
     write_atomically(folder / MANIFEST, lambda path: Path(path).write_text(text))
     return info

@@ -81,9 +81,10 @@ def architecture_config(cls: type, name: str, overrides: dict[str, Any]) -> dict
     return {**known[name].config, **overrides}
 
 
-def load_preset(cls: type, name: str) -> Any:
+def load_preset(cls: type, name: str, **head: Any) -> Any:
     """A trained model of class `cls`: a shipped name, a model file or folder, a URL or a hub
-    handle (`zoo.load(name, expect=cls)`).
+    handle (`zoo.load(name, expect=cls, **head)`; `head`: a ViT's `num_classes` and
+    `class_names`).
 
     Raises:
         ValueError: `name` is an architecture (untrained: the message says how to build it),
@@ -94,9 +95,12 @@ def load_preset(cls: type, name: str) -> Any:
             f"{name!r} is an architecture, not trained weights: build an untrained model with "
             f"{cls.__name__}.from_architecture({name!r}, ...), or give from_preset a shipped "
             "name (zoo models), a model file or a hub handle")
+    # The one upward import of the house (tests/zoo/test_import_direction.py): the loader
+    # builds models from this module, so it is imported here, on use, to avoid a cycle, as
+    # keras-hub's `from_preset` reaches its preset loader.
     from zoo.hub.loader import load
 
-    return load(name, expect=cls)
+    return load(name, expect=cls, **head)
 
 
 def training_option_changes(dropout: float | None = None, attention_dropout: float | None = None,

@@ -33,6 +33,7 @@ checkpoints keep the factors (`zoo.training.checkpointing.lora_variables`).
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -48,12 +49,31 @@ PROJECTIONS = {"query": "query_dense", "key": "key_dense", "value": "value_dense
 DEFAULT_TARGETS = ("query", "value")  # the paper's choice (section 7.1) and keras-hub's
 
 
+# The largest alpha taken. Common settings are alpha = r to 4 r (r up to a few hundred); an
+# alpha of millions multiplies the factors' updates as much and trains to NaN.
+MAX_ALPHA = 10_000.0
+
+
 def _check_alpha(alpha: Any) -> float | None:
     if alpha is None:
         return None
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not alpha > 0:
-        raise UserError(f"LoRA alpha must be a positive number or None; got {alpha!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) \
+            or not 0 < float(alpha) <= MAX_ALPHA:
+        raise UserError(f"LoRA alpha must be a positive number up to {MAX_ALPHA:g} or None; "
+                        f"got {alpha!r}")
     return float(alpha)
+
+
+def _check_rank(rank: int, layers: Sequence[keras.layers.Layer]) -> None:
+    """Refuses a rank above the smaller side of an adapted kernel seen as a matrix
+    `(prod(shape[:-1]), shape[-1])`: a larger rank adds memory and no expressiveness (the
+    product A B has rank at most that side)."""
+    for layer in layers:
+        shape = tuple(_base_kernel(layer).shape)
+        limit = min(math.prod(shape[:-1]), shape[-1])
+        if rank > limit:
+            raise UserError(f"LoRA rank must be at most {limit} for this model (the smaller "
+                            f"side of {layer.path}'s kernel {shape}); got {rank}")
 
 
 def _check_targets(targets: Sequence[str]) -> tuple[str, ...]:
@@ -158,9 +178,9 @@ class LoraAdaptation:
             This model, for chaining.
 
         Raises:
-            zoo.UserError: a rank that is not a positive int, an alpha that is not a positive
-                number, an unknown target, a quantized model, or a model whose LoRA is
-                already enabled.
+            zoo.UserError: a rank that is not a positive int or exceeds a kernel's smaller
+                side, an alpha that is not a positive number up to `MAX_ALPHA`, an unknown
+                target, a quantized model, or a model whose LoRA is already enabled.
 
         Example:
         >>> import numpy as np
@@ -183,6 +203,7 @@ class LoraAdaptation:
             raise UserError(f"LoRA here needs float kernels; {quantized[0].path} is quantized "
                             f"({quantized[0].quantization_mode}): adapt the model before "
                             "quantizing it")
+        _check_rank(rank, adapted)
         blocks = {id(block) for block in self._lora_blocks()}
         trained = self._lora_trained_layers()
         _set_trainable(self, True)  # every layer and weight, as freeze_blocks may have left them

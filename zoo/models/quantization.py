@@ -7,12 +7,13 @@
 
 What changes (Keras' int8 scheme, as its `Dense`, `EinsumDense` and `Embedding` have it):
 every `Dense` and `EinsumDense` kernel is stored as int8 with one float32 scale per output
-channel (abs-max: `q = round(w * 127 / max|w|)`). Where int8 products are the fast route
-(JAX, and TensorFlow under XLA: the translator's searches) each input row is quantized the
+channel (abs-max: `q = round(w * 127 / max|w|)`). On JAX each input row is quantized the
 same way on the fly, so the product is int8 x int8 with int32 sums, rescaled to float; on
-TensorFlow without XLA (`predict` on a CPU, an exported SavedModel as the model server runs
-it), whose int8 matrix product is slower than its float32 one, the int8 weights are widened
-to float32 at call time instead (`zoo.layers.int8_route`, `route_int8_layers`). The zoo's `TokenEmbedding` (the translator's tied embedding and output projection,
+TensorFlow (`predict`, the translator's searches under XLA, an exported SavedModel as the
+model server runs it) the int8 weights are widened to float32 at call time instead
+(`zoo.layers.int8_route`, `route_int8_layers`): one route whatever the batch, so that an
+input's answer does not depend on what shares its request, and the Python model gives its
+export's answers. The zoo's `TokenEmbedding` (the translator's tied embedding and output projection,
 the sentence encoder's word table) keeps one scale per token row, which serves both the
 lookup and that token's logit; Keras' `Embedding` likewise. Biases, norms, position tables,
 the ViT's patch projection (a convolution), class token and float32 head stay as they are:
@@ -27,6 +28,13 @@ they are built, and each layer the map names builds int8 variables before the we
 (keras-hub's quantized presets work the same way). A float model's config is unchanged.
 `zoo.load` then gives each layer its own policy from the map (`settle_loaded_policies`):
 Keras' layers save their scales only when their own policy says int8.
+
+Size, not speed, where it is served: without XLA, TensorFlow's int8 product is slower than
+its float32 one, and widening the weights at every call costs more than reading float32
+ones. Served as the model server runs it (docs/benchmarks.md, "int8 exports served"), the
+int8 `translator-multi30k-en-de` took 617 ms for one sentence against float32's 134, and
+5.2 s for 32 against 1.9 s, on 2 Intel Xeon cores with AVX-512 VNNI and AMX (busy, interleaved); on 2 AMD EPYC
+cores with AVX2, 886 against 833 ms for 32 sentences. Its `variables/` are 0.26x float32's. `zoo quantize` says so in one line (`int8_speed_note`).
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ from zoo.layers.keras_internals import (nested_layers, one_garbage_collection,
                                         resolve_policy_map)
 
 MODES = ("int8",)
+# The CPU flags that decide how fast int8 and float32 products run, as /proc/cpuinfo names them.
+CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "amx_bf16")
 # The model classes whose saving and serving the zoo checks with int8 weights.
 QUANTIZABLE = ("Translator", "VisionTransformer", "SentenceEncoder")
 
@@ -58,6 +68,25 @@ def quantization_mode(model: keras.Model) -> str | None:
     None for a float model."""
     modes = {layer.quantization_mode for layer in quantized_layers(model)}
     return modes.pop() if len(modes) == 1 else (None if not modes else "mixed")
+
+
+def refuse_quantized_training(model: keras.Model, source: str) -> None:
+    """Refuses to fine-tune a quantized model: its int8 kernels are not trainable variables
+    (Keras trains float weights only), so `fit` would fail deep inside. Fine-tune the float
+    model and quantize the result (`zoo quantize`) instead; the zoo does not dequantize, since
+    that would silently train on a model with the quantization's rounding baked in.
+
+    Args:
+        model: the loaded model to be fine-tuned.
+        source: how the user named it (the `--model` value), for the message.
+
+    Raises:
+        zoo.UserError: `model` holds a quantized layer; one line naming `source`.
+    """
+    mode = quantization_mode(model)
+    if mode is not None:
+        raise UserError(f"--model {source} is quantized ({mode}), and a quantized model cannot "
+                        "be fine-tuned; fine-tune the float model, then quantize the result")
 
 
 def _check(model: Any, mode: Any) -> None:
@@ -110,6 +139,11 @@ def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
     model's dtype policy then names those layers, so that `model.save` writes a file that
     `zoo.load` and `keras.saving.load_model` rebuild with int8 weights. Compiled searches
     and predict functions are dropped (they read the float weights).
+
+    The int8 model is about a quarter of the size and buys size, not speed, where
+    TensorFlow runs it without XLA (served, `predict` on a CPU): there it was slower than
+    float32 on every CPU measured, AVX2 and AVX-512 VNNI with AMX alike (the module
+    docstring; `int8_speed_note`).
 
     Args:
         model: a `Translator`, `VisionTransformer` or `SentenceEncoder` with float weights
@@ -180,3 +214,40 @@ def route_int8_layers(model: keras.Model) -> int:
         How many layers were routed.
     """
     return sum(route_int8_layer(layer) for layer in nested_layers(model))
+
+
+def cpu_features(cpuinfo: str | None = None) -> list[str]:
+    """The flags of `CPU_FEATURES` that this machine's CPU has (from /proc/cpuinfo; empty
+    where it cannot be read).
+
+    Args:
+        cpuinfo: the text of /proc/cpuinfo; read from the machine when None.
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return []
+    flags = next((line.split(":", 1)[-1].split() for line in cpuinfo.splitlines()
+                  if line.startswith("flags")), [])
+    return [flag for flag in CPU_FEATURES if flag in flags]
+
+
+def int8_speed_note(features: list[str] | None = None) -> str:
+    """The line `zoo quantize` prints: on this CPU an int8 model buys size, not speed, where
+    it is served or run by TensorFlow without XLA (measured slower than float32 at 1 and 32
+    inputs on every CPU tried: the module docstring).
+
+    Args:
+        features: the CPU's flags among `CPU_FEATURES`; this machine's when None.
+
+    Example:
+    >>> int8_speed_note(["avx2"]).startswith("int8 buys size, not speed, on this CPU (avx2)")
+    True
+    """
+    features = cpu_features() if features is None else features
+    named = ", ".join(features) or "none of " + ", ".join(CPU_FEATURES)
+    return (f"int8 buys size, not speed, on this CPU ({named}): served or run by "
+            "TensorFlow without XLA, int8 models were slower than float32 at 1 and 32 "
+            "inputs on every CPU measured (AVX2; AVX-512 VNNI with AMX); docs/benchmarks.md")

@@ -18,11 +18,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import keras
-from keras import ops
 
 from zoo.training.optimizers import relative_variable_path
 from zoo.errors import UserError
-from zoo.layers.validation import positive_int
 from zoo.models.vit.model import VisionTransformer
 
 
@@ -46,27 +44,14 @@ def replace_head(model: VisionTransformer, num_classes: int,
         class_names: their names (`num_classes` of them); "class_<i>" when None.
 
     Returns:
-        A new, uncompiled `VisionTransformer`.
+        A new `VisionTransformer` (`VisionTransformer.with_new_head`); it compiles itself
+        on its first `fit`.
 
     Raises:
         ValueError: `num_classes` is not a positive int, or the class names do not number
             `num_classes`.
     """
-    model = _require_vit(model)
-    num_classes = positive_int(num_classes, "num_classes", error=UserError)
-    if class_names is not None and len(class_names) != num_classes:
-        raise UserError(f"{len(class_names)} class names for num_classes={num_classes}")
-    config = {**model.get_config(), "num_classes": num_classes,
-              "class_names": None if class_names is None else list(class_names)}
-    config.pop("name", None)
-    new = VisionTransformer.from_config(config)
-    head = {id(v) for v in model.head.weights}
-    new_head = {id(v) for v in new.head.weights}
-    old_weights = [v for v in model.weights if id(v) not in head]
-    new_weights = [v for v in new.weights if id(v) not in new_head]
-    for old, target in zip(old_weights, new_weights, strict=True):
-        target.assign(ops.cast(old, target.dtype))
-    return new
+    return _require_vit(model).with_new_head(num_classes, class_names)
 
 
 def encoder_groups(model: VisionTransformer) -> list[list[keras.layers.Layer]]:

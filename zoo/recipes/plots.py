@@ -23,7 +23,9 @@ def _save(fig: Any, path: str | os.PathLike) -> None:
     from zoo.training.file_store import write_atomically
 
     fig.tight_layout()
-    write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=120))
+    # "tight": the saved area grows to hold every label, title and colorbar (none clipped).
+    write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=120,
+                                                         bbox_inches="tight"))
 
 
 def _label_grid(ax: Any, columns: Sequence[str], rows: Sequence[str], column_title: str,
@@ -36,35 +38,47 @@ def _label_grid(ax: Any, columns: Sequence[str], rows: Sequence[str], column_tit
 
 
 def plot_alignment(source: Sequence[str], target: Sequence[str], weights: np.ndarray,
-                   path: str | os.PathLike) -> None:
-    """Heatmap of cross-attention: one row per target piece, one column per source piece."""
+                   path: str | os.PathLike,
+                   title: str = "cross-attention, last decoder layer, heads averaged") -> Any:
+    """Heatmap of cross-attention: one row per target piece, one column per source piece,
+    with a colorbar and a title saying which attention it is. Returns the figure."""
     weights = np.asarray(weights)
     if weights.shape != (len(target), len(source)):
         raise ValueError(f"weights of shape {weights.shape} do not match {len(target)} target "
                          f"and {len(source)} source pieces")
-    fig = _figure(0.45 * len(source) + 2, 0.45 * len(target) + 1.5)
+    fig = _figure(0.45 * len(source) + 3, 0.45 * len(target) + 2)
     ax = fig.subplots()
-    ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)
+    shown = ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)
+    fig.colorbar(shown, ax=ax, label="attention weight")
+    ax.set_title(title)
     _label_grid(ax, source, target, "source", "target")
     _save(fig, path)
+    return fig
 
 
-def plot_attention_overlay(image: np.ndarray, heat: np.ndarray,
-                           path: str | os.PathLike) -> None:
-    """The image beside itself with an attention map (any grid size) laid over it."""
+def plot_attention_overlay(image: np.ndarray, heat: np.ndarray, path: str | os.PathLike,
+                           title: str = "attention rollout, all layers, heads averaged",
+                           label: str | None = None) -> Any:
+    """The image beside itself with an attention map (any grid size) laid over it, a
+    colorbar for the map, the map's `title` (which attention: layer, heads) and, above both,
+    the predicted `label`. Returns the figure."""
     image = np.asarray(image).astype("uint8")
     heat = np.asarray(heat, "float32")
-    heat = (heat - heat.min()) / max(float(heat.max() - heat.min()), 1e-12)
-    fig = _figure(6, 3)
+    fig = _figure(7, 3.4)
     axes = fig.subplots(1, 2)
     for ax in axes:
         ax.imshow(image, interpolation="nearest")
         ax.axis("off")
     h, w = image.shape[:2]
-    axes[1].imshow(heat, cmap="jet", alpha=0.5, extent=(0, w, h, 0), interpolation="bilinear")
-    axes[0].set_title("image")
-    axes[1].set_title("attention rollout")
+    shown = axes[1].imshow(heat, cmap="jet", alpha=0.5, extent=(0, w, h, 0),
+                           interpolation="bilinear", vmin=0.0)
+    fig.colorbar(shown, ax=axes[1], label="share of attention")
+    axes[0].set_title("image", fontsize=9)
+    axes[1].set_title(title, fontsize=9)
+    if label is not None:
+        fig.suptitle(f"predicted: {label}")
     _save(fig, path)
+    return fig
 
 
 def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],

@@ -1,145 +1,91 @@
-"""The settings of the training recipes: one dataclass per `zoo train` / `zoo finetune` task.
+"""The settings of the training recipes: one dataclass per `zoo train` / `zoo finetune` task,
+on one base (`RecipeSettings`) that holds the settings every recipe shares.
 
 Each field is one flag of the command (zoo/cli/recipe_flags.py reads them with
 `dataclasses.fields`): its type and default are the field's, its help text and choices the
-field's `metadata`: "help", "choices" and "check" (a `Check`, the range of valid values).
-The command line checks each flag as it parses it ("argument --epochs: must be a positive
-int; got 0"), and `check_fields` the same ranges for a recipe made in Python. This module
-imports nothing but the standard library, so that `zoo train vit --help` and the flag checks
-run in a fraction of a second, before Keras loads; the recipes that run the settings are
-zoo/recipes/translator.py and zoo/recipes/vit.py.
+field's `metadata`: "help", "choices" and "check" (a `Check` of zoo/recipes/checks.py, the
+range of valid values). The command line checks each flag as it parses it ("argument
+--epochs: must be a positive int; got 0"), and `check_fields` the same ranges for a recipe
+made in Python. A subclass that only changes a field's default keeps the base's help. This
+module imports nothing but the standard library and the ground floor, so that `zoo train vit
+--help` and the flag checks run in a fraction of a second, before Keras loads; the recipes
+that run the settings are zoo/recipes/translator.py and zoo/recipes/vit.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
-import typing
-from typing import Any, Callable
 
-from zoo.errors import UserError
+from zoo.recipes.checks import (DECAY, FRACTION, IMAGE_SIZE, LENGTH_PENALTY, LORA_ALPHA,
+                                MAGNITUDE, MAX_LENGTH, NON_NEGATIVE, NON_NEGATIVE_INT,
+                                OPEN_FRACTION, POSITIVE, POSITIVE_INT, SEED)
 
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """The valid values of a setting: `accepts(value)`, and the requirement said when not."""
-
-    accepts: Callable[[Any], bool]
-    requirement: str  # completes "NAME ...; got VALUE", e.g. "must be a positive int"
-
-    def problem(self, value: Any) -> str | None:
-        """None when `value` is valid, else the requirement and the value."""
-        try:
-            valid = bool(self.accepts(value))
-        except TypeError:  # a string where a number belongs, for instance
-            valid = False
-        return None if valid else f"{self.requirement}; got {value!r}"
+# The choices are zoo.training.precision.PRECISIONS, written out so that the command line reads
+# them without Keras (a test keeps the two equal).
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+@dataclasses.dataclass
+class RecipeSettings:
+    """The settings every training recipe shares: where the run writes, what it starts from,
+    the optimisation common to all, and the multi-process job it may be part of
+    (zoo.training.distribution)."""
 
-
-POSITIVE_INT = Check(lambda v: _is_int(v) and v >= 1, "must be a positive int")
-NON_NEGATIVE_INT = Check(lambda v: _is_int(v) and v >= 0, "must be an int >= 0")
-POSITIVE = Check(lambda v: v > 0, "must be positive")
-NON_NEGATIVE = Check(lambda v: v >= 0, "must be at least 0")
-FRACTION = Check(lambda v: 0 <= v < 1, "must lie in [0, 1)")
-OPEN_FRACTION = Check(lambda v: 0 < v < 1, "must lie in (0, 1)")
-DECAY = Check(lambda v: 0 < v <= 1, "must lie in (0, 1]")
-MAX_LENGTH = Check(lambda v: _is_int(v) and 2 <= v <= 4096, "must be an integer from 2 to 4096")
-MAGNITUDE = Check(lambda v: 0 <= v <= 1, "must lie in [0, 1] (the paper's M / 10)")
-
-
-def check_fields(recipe: Any, flags: bool = False) -> None:
-    """Checks every setting of a recipe against its field's "check" and "choices".
-
-    Args:
-        recipe: a recipe dataclass of this module.
-        flags: name a bad setting as its flag (`--validation-size`) rather than as the
-            field (`validation_size`).
-
-    Raises:
-        zoo.UserError: the first setting out of its range, in one line.
-    """
-    hints = typing.get_type_hints(type(recipe))
-    for field in dataclasses.fields(recipe):
-        value = getattr(recipe, field.name)
-        if value is None and type(None) in typing.get_args(hints[field.name]):
-            continue
-        metadata = field_metadata(type(recipe), field.name)
-        check, choices = metadata.get("check"), metadata.get("choices")
-        problem = None if check is None else check.problem(value)
-        if problem is None and choices is not None and value not in choices:
-            problem = f"must be one of {', '.join(choices)}; got {value!r}"
-        if problem is not None:
-            name = "--" + field.name.replace("_", "-") if flags else field.name
-            raise UserError(f"{name} {problem}")
-
-
-def check_lora_settings(recipe: Any) -> None:
-    """Checks that a recipe's LoRA settings fit its other settings: `lora_rank` with a
-    `model` (LoRA adapts trained weights), `lora_alpha` only with `lora_rank`, and no
-    `freeze_blocks` beside it (LoRA freezes every block already).
-
-    Raises:
-        zoo.UserError: the first conflict, in one line naming the flags.
-    """
-    if recipe.lora_rank is None:
-        if recipe.lora_alpha is not None:
-            raise UserError("--lora-alpha needs --lora-rank")
-        return
-    if not recipe.model:
-        raise UserError("--lora-rank needs --model: LoRA adapts a trained model")
-    if getattr(recipe, "freeze_blocks", 0):
-        raise UserError("--freeze-blocks does not combine with --lora-rank: LoRA freezes "
-                        "every block already")
-
-
-def field_metadata(recipe_class: type, name: str) -> typing.Mapping[str, Any]:
-    """The metadata of field `name`: its own, or (a subclass that only changed its default)
-    the nearest base class's."""
-    for klass in recipe_class.__mro__:
-        field = getattr(klass, "__dataclass_fields__", {}).get(name)
-        if field is not None and field.metadata:
-            return field.metadata
-    return {}
-
-
-# The settings that put a run into a multi-process job (zoo.training.distribution), fields of
-# every recipe: a function makes each field anew, as every dataclass needs its own.
-def _coordinator_address() -> Any:
-    return dataclasses.field(default=None, metadata={
+    output: str = dataclasses.field(default="runs/model", metadata={
+        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
+    model: str | None = dataclasses.field(default=None, metadata={
+        "help": "start from this trained model (shipped name, .keras path or hub handle) "
+                "instead of training ARCHITECTURE from scratch"})
+    epochs: int = dataclasses.field(default=20, metadata={
+        "check": POSITIVE_INT,
+        "help": "passes over the training data"})
+    batch_size: int = dataclasses.field(default=128, metadata={
+        "check": POSITIVE_INT,
+        "help": "examples per training step"})
+    label_smoothing: float = dataclasses.field(default=0.1, metadata={
+        "check": FRACTION,
+        "help": "label-smoothing factor of the cross-entropy loss"})
+    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
+        "check": POSITIVE,
+        "help": "clip each gradient to this global norm ('none': no clipping)"})
+    dropout: float | None = dataclasses.field(default=None, metadata={
+        "check": FRACTION,
+        "help": "dropout rate overriding the architecture's ('none': its own)"})
+    lora_alpha: float | None = dataclasses.field(default=None, metadata={
+        "check": LORA_ALPHA,
+        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
+                "scale of 1)"})
+    precision: str = dataclasses.field(default="float32", metadata={
+        "help": "compute precision (mixed precision keeps float32 variables)",
+        "choices": PRECISIONS})
+    seed: int = dataclasses.field(default=0, metadata={
+        "check": SEED,
+        "help": "random seed of initialisation, shuffling and augmentation"})
+    force: bool = dataclasses.field(default=False, metadata={
+        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
+                "checkpoints) or files the run did not write"})
+    coordinator_address: str | None = dataclasses.field(default=None, metadata={
         "help": "multi-process training (JAX backend): HOST:PORT of process 0, which every "
                 "process of the job reaches ('none': KERAS_DISTRIBUTION_JOB_ADDRESSES or "
                 "JAX_COORDINATOR_ADDRESS from the environment, else one process)"})
-
-
-def _num_processes() -> Any:
-    return dataclasses.field(default=None, metadata={
+    num_processes: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "multi-process training: the number of processes of the job, one per host "
                 "(or per GPU); each trains on its share of every --batch-size batch "
                 "('none': KERAS_DISTRIBUTION_NUM_PROCESSES or the cluster's own)"})
-
-
-def _process_id() -> Any:
-    return dataclasses.field(default=None, metadata={
+    process_id: int | None = dataclasses.field(default=None, metadata={
         "check": NON_NEGATIVE_INT,
         "help": "multi-process training: this process's index from 0; process 0 writes the "
                 "checkpoints, model and metrics ('none': KERAS_DISTRIBUTION_PROCESS_ID or "
                 "the cluster's own)"})
-
-
-def _heartbeat_timeout() -> Any:
-    return dataclasses.field(default=60, metadata={
+    heartbeat_timeout: int = dataclasses.field(default=60, metadata={
         "check": POSITIVE_INT,
         "help": "multi-process training: seconds without a sign of life after which a "
                 "process counts as lost and the job ends (its last checkpoint kept)"})
 
 
 @dataclasses.dataclass
-class TranslatorRecipe:
+class TranslatorRecipe(RecipeSettings):
     """Settings of a translator training run (each is a `zoo train translator` flag, whose
     help and choices are the field's metadata).
 
@@ -155,11 +101,7 @@ class TranslatorRecipe:
     the final model.
     """
 
-    output: str = dataclasses.field(default="runs/translator", metadata={
-        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
-    model: str | None = dataclasses.field(default=None, metadata={
-        "help": "start from this trained model (shipped name, .keras path or hub handle) "
-                "instead of training ARCHITECTURE from scratch"})
+    output: str = "runs/translator"
     multi30k: str | None = dataclasses.field(default=None, metadata={
         "help": "folder of the Multi30k raw files (train/val .en/.de, optionally .gz)"})
     source_lang: str = dataclasses.field(default="en", metadata={
@@ -188,19 +130,13 @@ class TranslatorRecipe:
         "check": POSITIVE_INT,
         "help": "score at most this many validation pairs ('none': all)"})
     architecture: str = dataclasses.field(default="transformer-multi30k", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+        "help": "architecture to train from scratch (untrained shape; `zoo models` lists them)"})
     vocabulary_size: int = dataclasses.field(default=8000, metadata={
         "check": POSITIVE_INT,
         "help": "subword vocabulary size of a new tokenizer"})
     max_length: int = dataclasses.field(default=64, metadata={
         "check": MAX_LENGTH,
         "help": "longest sequence in tokens; longer pairs are cut"})
-    epochs: int = dataclasses.field(default=20, metadata={
-        "check": POSITIVE_INT,
-        "help": "passes over the training data"})
-    batch_size: int = dataclasses.field(default=128, metadata={
-        "check": POSITIVE_INT,
-        "help": "examples per training step"})
     warmup_steps: int = dataclasses.field(default=4000, metadata={
         "check": POSITIVE_INT,
         "help": "linear warm-up steps of the inverse-square-root schedule"})
@@ -211,33 +147,16 @@ class TranslatorRecipe:
     learning_rate: float | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE,
         "help": "peak learning rate ('none' keeps the paper's schedule)"})
-    label_smoothing: float = dataclasses.field(default=0.1, metadata={
-        "check": FRACTION,
-        "help": "label-smoothing factor of the cross-entropy loss"})
-    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
-        "check": POSITIVE,
-        "help": "clip each gradient to this global norm ('none': no clipping)"})
-    dropout: float | None = dataclasses.field(default=None, metadata={
-        "check": FRACTION,
-        "help": "dropout rate overriding the architecture's ('none': its own)"})
     lora_rank: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "with --model: train rank-R LoRA factors of the query and value projections "
                 "of every attention layer instead of every weight (the final model.keras "
                 "has them merged; 'none': train every weight)"})
-    lora_alpha: float | None = dataclasses.field(default=None, metadata={
-        "check": POSITIVE,
-        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
-                "scale of 1)"})
-    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
-    # reads them without Keras (a test keeps the two equal).
-    precision: str = dataclasses.field(default="float32", metadata={
-        "help": "compute precision (mixed precision keeps float32 variables)",
-        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
     beam_size: int = dataclasses.field(default=4, metadata={
         "check": POSITIVE_INT,
         "help": "beam width of the validation translations"})
     alpha: float = dataclasses.field(default=0.6, metadata={
+        "check": LENGTH_PENALTY,
         "help": "length-penalty exponent of beam search"})
     evaluate_every: int = dataclasses.field(default=1, metadata={
         "check": POSITIVE_INT,
@@ -246,15 +165,6 @@ class TranslatorRecipe:
         "check": POSITIVE_INT,
         "help": "at the end, average the weights of the last N epoch checkpoints and keep the "
                 "average if its validation BLEU is at least the last epoch's"})
-    seed: int = dataclasses.field(default=0, metadata={
-        "help": "random seed of initialisation, shuffling and augmentation"})
-    force: bool = dataclasses.field(default=False, metadata={
-        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
-                "checkpoints) or files the run did not write"})
-    coordinator_address: str | None = _coordinator_address()
-    num_processes: int | None = _num_processes()
-    process_id: int | None = _process_id()
-    heartbeat_timeout: int = _heartbeat_timeout()
 
 
 @dataclasses.dataclass
@@ -272,14 +182,15 @@ class TranslatorFinetuneRecipe(TranslatorRecipe):
 
 
 @dataclasses.dataclass
-class ViTRecipe:
+class ViTRecipe(RecipeSettings):
     """Settings of a ViT training run (each is a `zoo train vit` flag, whose help and choices
     are the field's metadata).
 
     `data` is a folder with one sub-folder of images per class, a `.tar.gz` of one (it is
     extracted into the output folder), a folder of MNIST-style IDX files such as
     Fashion-MNIST's, or a TensorFlow Datasets split `tfds:NAME[:SPLIT]`
-    (`zoo.training.tfds_data`); `validation_size` images are held out from it.
+    (`zoo.training.tfds_data`); `validation_size` images are held out from it (a
+    tenth, at most 5,000, when None: `zoo.recipes.data_fit`).
 
     With `model` (a shipped name or a `.keras` path) the run fine-tunes that model instead of
     training `architecture` from scratch: its head is replaced when the classes differ, its position
@@ -290,15 +201,11 @@ class ViTRecipe:
     model.
     """
 
-    output: str = dataclasses.field(default="runs/vit", metadata={
-        "help": "run folder: checkpoints, logs, the final model.keras (a stopped run resumes)"})
+    output: str = "runs/vit"
     data: str | None = dataclasses.field(default=None, metadata={
         "help": "images: a folder with one subfolder per class, a .tar.gz of one, a folder "
                 "of MNIST-style IDX files, or a TFDS dataset tfds:NAME[:SPLIT] (e.g. "
                 "tfds:cifar100; split train when absent)"})
-    model: str | None = dataclasses.field(default=None, metadata={
-        "help": "start from this trained model (shipped name, .keras path or hub handle) "
-                "instead of training ARCHITECTURE from scratch"})
     freeze_blocks: int = dataclasses.field(default=0, metadata={
         "check": NON_NEGATIVE_INT,
         "help": "with --model: keep the embeddings and the first N blocks fixed"})
@@ -310,27 +217,19 @@ class ViTRecipe:
         "help": "with --model: train rank-R LoRA factors of every block's query and value "
                 "projections, and the head, instead of every weight (the final model.keras "
                 "has them merged; 'none': train every weight)"})
-    lora_alpha: float | None = dataclasses.field(default=None, metadata={
-        "check": POSITIVE,
-        "help": "with --lora-rank: the LoRA factors are scaled by ALPHA / R ('none': R, a "
-                "scale of 1)"})
-    validation_size: int = dataclasses.field(default=5000, metadata={
+    validation_size: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
-        "help": "images held out for validation"})
+        "help": "images held out for validation ('none', the default: a tenth of the data, "
+                "at most 5000)"})
     limit_per_class: int | None = dataclasses.field(default=None, metadata={
         "check": POSITIVE_INT,
         "help": "use at most this many images per class ('none': all)"})
     architecture: str = dataclasses.field(default="vit-cifar-small", metadata={
-        "help": "architecture to train from scratch (untrained shape; see zoo models)"})
+        "help": "architecture to train from scratch (untrained shape; `zoo models` lists them)"})
     image_size: int = dataclasses.field(default=32, metadata={
-        "check": POSITIVE_INT,
+        "check": IMAGE_SIZE,
         "help": "side of the square images the model sees (images are resized)"})
-    epochs: int = dataclasses.field(default=200, metadata={
-        "check": POSITIVE_INT,
-        "help": "passes over the training data"})
-    batch_size: int = dataclasses.field(default=128, metadata={
-        "check": POSITIVE_INT,
-        "help": "examples per training step"})
+    epochs: int = 200
     # 1e-3 (the 6.3M-parameter CIFAR ViT's published rate, with Adam) collapsed this recipe's
     # vit-cifar-small to ~30% within 10 epochs, in bfloat16 and float32 alike; 3e-4 trained it
     # to 77.1% in 200 epochs (docs/training-runs.md, GPU runs of 2026-11-25).
@@ -343,25 +242,11 @@ class ViTRecipe:
     warmup_epochs: int = dataclasses.field(default=5, metadata={
         "check": NON_NEGATIVE_INT,
         "help": "linear warm-up epochs before the cosine decay"})
-    label_smoothing: float = dataclasses.field(default=0.1, metadata={
-        "check": FRACTION,
-        "help": "label-smoothing factor of the cross-entropy loss"})
-    clipnorm: float | None = dataclasses.field(default=1.0, metadata={
-        "check": POSITIVE,
-        "help": "clip each gradient to this global norm ('none': no clipping)"})
     ema_momentum: float | None = dataclasses.field(default=None, metadata={
         "check": OPEN_FRACTION,
         "help": "keep an exponential moving average of the weights with this momentum per "
                 "step (e.g. 0.999): validation scores it and the final model is it ('none': "
                 "no average; set it when a run starts)"})
-    dropout: float | None = dataclasses.field(default=None, metadata={
-        "check": FRACTION,
-        "help": "dropout rate overriding the architecture's ('none': its own)"})
-    # The choices are zoo.training.precision.PRECISIONS, written out so that the command line
-    # reads them without Keras (a test keeps the two equal).
-    precision: str = dataclasses.field(default="float32", metadata={
-        "help": "compute precision (mixed precision keeps float32 variables)",
-        "choices": ("float32", "mixed_bfloat16", "mixed_float16")})
     augment: bool = dataclasses.field(default=True, metadata={
         "help": "random crop and flip"})
     rand_augment: bool = dataclasses.field(default=True, metadata={
@@ -401,15 +286,6 @@ class ViTRecipe:
                 "PyTorch's defaults (U(+-1/sqrt(fan_in)) kernels and biases, N(0, 1) position "
                 "table and class token), as the published CIFAR recipes (a new model only)",
         "choices": ("keras", "pytorch")})
-    seed: int = dataclasses.field(default=0, metadata={
-        "help": "random seed of initialisation, shuffling and augmentation"})
-    force: bool = dataclasses.field(default=False, metadata={
-        "help": "accept an OUTPUT folder that holds a finished run (it continues from its "
-                "checkpoints) or files the run did not write"})
-    coordinator_address: str | None = _coordinator_address()
-    num_processes: int | None = _num_processes()
-    process_id: int | None = _process_id()
-    heartbeat_timeout: int = _heartbeat_timeout()
 
 
 @dataclasses.dataclass

@@ -45,9 +45,11 @@ from zoo.training.tfds_data import (
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
-from zoo.recipes.settings import TranslatorRecipe, check_fields, check_lora_settings
+from zoo.recipes.checks import check_fields, check_lora_settings
+from zoo.recipes.settings import TranslatorRecipe
 from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
+from zoo.models.quantization import refuse_quantized_training
 from zoo.text.loading import load_tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 from zoo.models.translator.model import Translator
@@ -180,6 +182,8 @@ def _train_translator(recipe: TranslatorRecipe) -> dict:
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     train, valid = load_pairs(recipe)
     pretrained = load(recipe.model, expect=Translator) if recipe.model else None
+    if pretrained is not None:
+        refuse_quantized_training(pretrained, recipe.model)
     tokenizer = _tokenizer(recipe, train, pretrained)
     max_length = recipe.max_length
     if pretrained is not None:

@@ -56,12 +56,15 @@ from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume
                                start_run)
 from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
-from zoo.recipes.settings import ViTRecipe, check_fields, check_lora_settings
+from zoo.recipes.checks import check_fields, check_lora_settings
+from zoo.recipes.settings import ViTRecipe
 from zoo.models.architectures import in_run_options
+from zoo.recipes.data_fit import fit_to_data
 from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
 from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
 from zoo.training.distribution import ProcessShard, predict_in_batches, process_count
 from zoo.hub.loader import load
+from zoo.models.quantization import refuse_quantized_training
 from zoo.models.vit.initialization import pytorch_initialization
 from zoo.models.vit.model import VisionTransformer
 
@@ -258,13 +261,16 @@ def compile_vit(trained: keras.Model, model: VisionTransformer, recipe: ViTRecip
                                           learning_rate_multipliers=multipliers, **ema),
         loss=keras.losses.CategoricalCrossentropy(from_logits=True,
                                                   label_smoothing=recipe.label_smoothing),
-        metrics=[keras.metrics.CategoricalAccuracy(name="accuracy"),
-                 keras.metrics.TopKCategoricalAccuracy(5, name="top5")],
+        # Top-5 only where it says something: among 5 classes or fewer it is always 1.
+        metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")]
+        + ([keras.metrics.TopKCategoricalAccuracy(5, name="top5")]
+           if model.num_classes > 5 else []),
     )
 
 
 def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
     model = load(recipe.model, expect=VisionTransformer)
+    refuse_quantized_training(model, recipe.model)
     if list(model.class_names or []) != list(class_names):
         model = replace_head(model, len(class_names), class_names)
     if model.image_size != recipe.image_size:
@@ -288,6 +294,7 @@ def _train_vit(recipe: ViTRecipe) -> dict:
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     images, labels, class_names = load_images(recipe)
     _require_two_classes(class_names, recipe.data)
+    recipe = fit_to_data(recipe, len(images))  # the split, the batch, the warm-up
     # Stratified: the same number of validation images from every class.
     train_rows, valid_rows = train_validation_split(len(images), recipe.validation_size,
                                                     seed=recipe.seed, labels=labels)
@@ -368,11 +375,13 @@ def validation_epochs(recipe: ViTRecipe) -> list[int]:
 
 def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.ndarray,
                     batch_size: int = 256) -> dict:
-    """Top-1, top-5 and the confusion matrix of `model` on uint8 images and int labels."""
+    """Top-1, top-5 (None for 5 classes or fewer, where it is always 1) and the confusion
+    matrix of `model` on uint8 images and int labels."""
     logits = predict_in_batches(model, images, batch_size=batch_size)
     ranked = np.argsort(-logits, axis=1)
     top1 = float(np.mean(ranked[:, 0] == labels))
-    top5 = float(np.mean(np.any(ranked[:, :5] == labels[:, None], axis=1)))
+    top5 = (float(np.mean(np.any(ranked[:, :5] == labels[:, None], axis=1)))
+            if logits.shape[1] > 5 else None)
     matrix = np.zeros((logits.shape[1], logits.shape[1]), "int64")
     np.add.at(matrix, (labels, ranked[:, 0]), 1)
     return {"top1": top1, "top5": top5, "confusion_matrix": matrix, "images": len(labels)}

@@ -9,15 +9,21 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   `translate_ids`: int32 source ids -> generated ids and scores;
 - the ViT's `serving_default`: encoded JPEG/PNG bytes `tf.string [batch]` -> top-k `labels`
   and `probabilities`, with decoding, resizing and normalisation in the graph (an image above
-  `MAX_PIXELS`, read from its header, is refused before it is decoded); and
-  `classify_pixels`: float pixels `[batch, H, W, 3]` in 0..255 (a batch with a NaN or
-  infinite pixel is refused, naming the image); zoo/serving/image_endpoints.py;
+  `MAX_PIXELS`, read from its header, is refused before it is decoded; an image that does
+  not decode is named: "image 3 of 8: ..."); and `classify_pixels`: float pixels
+  `[batch, H, W, 3]` in 0..255 (a batch with a NaN or infinite pixel is refused, naming the
+  image); each takes at most `MAX_IMAGES` (1,024) images and `MAX_REQUEST_BYTES` a request;
+  zoo/serving/image_endpoints.py;
 - a sentence encoder's `serving_default`: `tf.string [batch]` sentences -> `embeddings`
   (float32 `[batch, dim]`, pooled and normalised as `SentenceEncoder.embed`), with BERT's
   WordPiece tokenization in the graph (`SentenceTokenizer.tokenize_in_graph`, TF Text ops,
   the same ids as the Python tokenizer); and `embed_ids`: int32 `token_ids` and
   `padding_mask` `[batch, length]` -> `embeddings`; each refuses a request of more than
-  `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's);
+  `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's,
+  which take `MAX_TRANSLATOR_SENTENCES`, 64, a request);
+- every signature bounded in memory for every request it accepts (refusals are
+  InvalidArgument naming the cap; the largest accepted requests' memory is measured in
+  docs/benchmarks.md), and an empty request answered with outputs of no rows;
 - `assets.extra/tf_serving_warmup_requests`, PredictionLog records that TF Serving replays at
   load time so the first real request does not pay for graph warm-up;
 - `assets.extra/zoo_version.txt`, the version of the zoo that wrote the export.
@@ -47,6 +53,7 @@ import keras
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
 from zoo.training.disk_faults import naming
+from zoo.training.file_store import refuse_link
 from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
@@ -54,9 +61,9 @@ from zoo.serving.model_server import (write_batching_parameters, write_models_co
 from zoo.serving.version_folder import put_in_place as _put_in_place
 from zoo.serving.version_folder import remove_stale_temporaries
 from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
-    MAX_PIXELS, image_header_size, vit_endpoints)
+    MAX_IMAGES, MAX_PIXELS, MAX_REQUEST_BYTES, image_header_size, vit_endpoints)
 from zoo.serving.text_endpoints import (  # noqa: F401  (named here too)
-    MAX_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
+    MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
 
 SERVING_SIGNATURE = "serving_default"
 
@@ -140,7 +147,9 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         beam_size, alpha: the translator's search, fixed in the graph.
         top_k: how many labels the ViT returns (a sentence encoder ignores these three).
         name: the served model's name; by default the shipped name, the file's stem, the
-            handle's model name, or a model object's `name`.
+            handle's model name, or for a model object the name it was loaded as (a
+            shipped name, a file's stem; `zoo.hub.loader.source_name`), its architecture's
+            name, or else its Keras `name`.
         progress: say the export on stderr as it runs (tracing, writing and checking the
             graph take about a minute for the translator on two cores).
 
@@ -164,28 +173,31 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         raise UserError(f"version must be a positive integer; got {version!r}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     top_k = positive_int(top_k, "top_k", error=UserError)
-    from zoo.hub.handles import is_handle, model_name
+    from zoo.hub.loader import source_name
 
     if isinstance(model, keras.Model):
-        name = model.name if name is None else name
+        # A loaded model by the name it was loaded as, a built one by its architecture's.
+        name = (getattr(model, "preset_name", None) or model.name) if name is None else name
     elif not isinstance(model, (str, os.PathLike)):
         raise UserError(f"model must be a zoo model or a name, path, URL or handle; got "
                         f"{type(model).__name__}")
-    elif name is None and is_handle(str(model)):
-        name = model_name(str(model))  # hf://Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de
     elif name is None:
-        path = Path(str(model).partition("#")[0])  # no URL fragment (#sha256=...)
-        name = path.parent.name if path.name == "model.keras" else path.stem
+        name = source_name(str(model))
     if not name or name.startswith(".") or "/" in name or os.sep in name:
         raise UserError(f"the served model's name must be a plain folder name; got {name!r}")
     target = Path(output) / name / str(int(version))
+    for path in (Path(output), target.parent, target):
+        refuse_link(path)  # the export would land, or replace a folder, outside DIR
     if target.exists() and not force:
         raise FileExistsError(f"{target} exists; pass --force to replace it")
+    source = model
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
-    elif not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
-        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder; "
-                        f"got a {type(model).__name__}")
+    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
+        named = "" if isinstance(source, keras.Model) else f" {source} is"
+        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder;"
+                        f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
+                        "serve (export it with model.export(path) instead)")
 
     with Step(f"exporting {name} to {target}", enabled=progress):
         _write_version(model, target, name, force, beam_size, alpha, top_k)

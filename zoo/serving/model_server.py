@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from zoo.serving.chunks import CHUNK_ROWS
+from zoo.serving.image_endpoints import MAX_IMAGES
+from zoo.serving.text_endpoints import MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES
 from zoo.training.file_store import write_atomically
 
 
@@ -50,26 +53,47 @@ def write_models_config(repository: str | os.PathLike) -> Path:
         path, lambda temporary: temporary.write_text(text_format.MessageToString(config)))
 
 
-# The model server's batching (`--enable_batching --batching_parameters_file`): requests that
-# arrive within `batch_timeout_micros` of each other run as one batch of up to
-# `max_batch_size`. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/
-# benchmarks.md): the translator's export at beam 4 translates about 5x more sentences a
-# second at batch 32 than at batch 1, and a batch-1 request takes ~100 ms, so waiting 10 ms
-# for company costs little. The server pads the id signatures' rows to one length (pad id 0).
+# The most rows one request to any exported signature may hold (`MAX_SENTENCES`,
+# `MAX_IMAGES`; a translator's signatures take fewer), and the most rows the server runs at
+# once: the slice the signatures compute at a time anyway (`zoo.serving.chunks.CHUNK_ROWS`),
+# no more than any signature accepts.
+MAX_REQUEST_ROWS = max(MAX_SENTENCES, MAX_IMAGES, MAX_TRANSLATOR_SENTENCES)
+MAX_EXECUTION_BATCH = CHUNK_ROWS
+
+# The model server's batching (`--enable_batching --batching_parameters_file`). A request
+# (a "task") of up to `max_batch_size` rows is accepted; with large-batch splitting on, the
+# server cuts a larger one into pieces and runs batches of at most
+# `max_execution_batch_size` rows, so every request a signature accepts is served (without
+# splitting, a task above `max_batch_size` is refused, and `max_batch_size` is also the batch
+# run at once). Requests that arrive within `batch_timeout_micros` of each other run as one
+# batch. Chosen from `zoo bench --work mt-served` on a 2-core CPU (docs/benchmarks.md,
+# "Serving"): a batch of 32 translates many more sentences a second than a batch of one,
+# and a request takes far longer than the wait, so waiting for company costs little.
+# The server pads the id signatures' rows to one length (pad id 0).
 BATCHING_PARAMETERS = """\
 # TensorFlow Serving batching, written by `zoo export`: pass this file with
 #   --enable_batching=true --batching_parameters_file=/models/batching_parameters.txt
-max_batch_size { value: 32 }
+# A request of up to max_batch_size rows (sentences or images; the most any signature
+# accepts) is split into batches of at most max_execution_batch_size rows; requests that
+# arrive within batch_timeout_micros of each other are run together.
+max_batch_size { value: %(max_batch_size)d }
+enable_large_batch_splitting { value: true }
+max_execution_batch_size { value: %(max_execution_batch_size)d }
 batch_timeout_micros { value: 10000 }
-max_enqueued_batches { value: 64 }
-num_batch_threads { value: %d }
+max_enqueued_batches { value: %(max_enqueued_batches)d }
+num_batch_threads { value: %(num_batch_threads)d }
 pad_variable_length_inputs: true
 """
 
 
 def write_batching_parameters(repository: str | os.PathLike) -> Path:
-    """Writes `batching_parameters.txt` beside `models.config`, one batch thread a core of
-    this machine (edit `num_batch_threads` for a server with other cores)."""
-    text = BATCHING_PARAMETERS % max(1, os.cpu_count() or 1)
+    """Writes `batching_parameters.txt` beside `models.config`: requests of up to
+    `MAX_REQUEST_ROWS` rows, split and run `MAX_EXECUTION_BATCH` rows at a time, a queue of
+    two largest requests, and one batch thread a core of this machine (edit
+    `num_batch_threads` for a server with other cores)."""
+    text = BATCHING_PARAMETERS % {
+        "max_batch_size": MAX_REQUEST_ROWS, "max_execution_batch_size": MAX_EXECUTION_BATCH,
+        "max_enqueued_batches": 2 * MAX_REQUEST_ROWS // MAX_EXECUTION_BATCH,
+        "num_batch_threads": max(1, os.cpu_count() or 1)}
     return write_atomically(Path(repository) / "batching_parameters.txt",
                             lambda temporary: temporary.write_text(text))

@@ -2,46 +2,59 @@
 the translator's `serving_default` (sentences) and `translate_ids`, and a sentence encoder's
 `serving_default` (sentences) and `embed_ids`.
 
-Every signature refuses a request of more than `MAX_SENTENCES` sentences (InvalidArgument,
-naming the cap) before tokenizing, encoding or translating anything: memory grows with the
-batch (10,000 sentences took a sentence encoder 8.9 GB), and one request must not take the
-server's. The check is a `tf.debugging.Assert` op, which the model server runs without XLA.
-The translator's `serving_default` also cuts each sentence to
-`zoo.text.length_cap.character_cap(max_source_length)` characters before tokenizing, as
-`Translator.translate` does, so that a huge sentence costs no more than the model reads.
+Every accepted request is bounded in memory (the figures: docs/benchmarks.md, "Served
+requests: memory"). Each refusal is InvalidArgument before any work, with a message that
+names the cap (`tf.debugging.Assert` ops, which the model server runs without XLA):
 
-An int8 translator's search holds two routes, and each request takes one: a request of
-`INT8_PRODUCT_SENTENCES` sentence multiplies int8 by int8 (`zoo.layers.int8_route`); a
-larger one multiplies floats against the weights widened to float32, as the rest of an int8
-export does. Measured on the served `translator-multi30k-en-de` (beam 4, 2 AVX2 cores, beside
-a training job): one sentence 112 ms with int8 products against 149 ms widened; two sentences
-198 against 194; four 379 against 279; sixteen 1,567 against 1,037. Quiet, with this switch:
-one sentence 95 ms against float32's 125 (`benchmarks/int8_routes.py`; the model card).
+- the translator's signatures take at most `MAX_TRANSLATOR_SENTENCES` (64) sentences a
+  request, the batch `Translator.translate` searches at once (1,000 sentences at once took
+  past 4 GB); `serving_default` cuts each sentence to
+  `zoo.text.length_cap.character_cap(max_source_length)` characters before tokenizing, as
+  `translate` does, and `translate_ids` refuses rows wider than `max_source_length` ids;
+- a sentence encoder's signatures take at most `MAX_SENTENCES` (1,024) sentences and encode
+  them `CHUNK_ROWS` (32) at a time, the batch `SentenceEncoder.embed` uses
+  (`zoo.serving.chunks`); `serving_default` cuts each sentence to `sentence_byte_cap(
+  max_length)` bytes, never inside a UTF-8 character, before tokenizing it (a 100 MB
+  sentence tokenized whole took past 4 GB), and `embed_ids` refuses rows wider than the
+  model's position embeddings.
+
+An empty request is answered with outputs of no rows.
+
+An input's answer does not depend on what else shares its request or the server's batch:
+an int8 translator's search takes one numeric route for every request size, the int8 weights
+widened to float32 (`zoo.layers.int8_route`), as the Python model's searches do. Int8
+products for small requests were faster on an AVX2 machine but made a sentence's translation
+depend on its neighbours; served on 2 AVX-512 VNNI cores they were 2.1x slower than the
+widened weights at one sentence and 3.4x at 32 (`benchmarks/int8_served.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from zoo.layers.int8_route import int8_products
-from zoo.models.quantization import quantization_mode
+from zoo.serving.chunks import CHUNK_ROWS, check_batch_size, check_width, in_chunks
 from zoo.text.length_cap import character_cap
 
-# The most sentences one request to an exported text model may hold: 1,024. The memory of a
-# request grows with its sentences (10,000 took a sentence encoder 8.9 GB, so 1,024 about a
-# tenth of that); a client with more sends several requests.
+# The most sentences one request to an exported sentence encoder may hold: 1,024, encoded 32
+# at a time (`zoo.serving.chunks`); a client with more sends several requests.
 MAX_SENTENCES = 1024
-# An int8 translator's served search multiplies int8 by int8 for a request of at most this
-# many sentences, where reading the weights as int8 costs less than widening them every step;
-# larger requests take the widened route (the measurements in this module's docstring).
-INT8_PRODUCT_SENTENCES = 1
+# The most sentences one request to an exported translator may hold: 64, the batch that
+# `Translator.translate` searches at once. A search holds every sentence's beams and
+# key/value cache together (1,000 sentences of 4,096 characters took past 4 GB).
+MAX_TRANSLATOR_SENTENCES = 64
+# keras-hub's WordPiece reads a word of more than this many UTF-8 bytes as one [UNK] (the
+# `max_bytes_per_word` of `zoo.text.wordpiece`).
+WORD_BYTES = 100
+# UTF-8 bytes of a sentence kept per token a sentence encoder reads (`sentence_byte_cap`).
+BYTES_PER_TOKEN = 4 * (WORD_BYTES + 1)
 
 
 def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
                          ) -> tuple[Any, Any, Any]:
     """The two `tf.function`s of an exported translator and the tokenizer layer they use.
-    Both refuse more than `MAX_SENTENCES` sentences a request; `serving_default` cuts each
-    sentence to `character_cap(model.max_source_length)` characters, as `translate` does."""
+    Both refuse more than `MAX_TRANSLATOR_SENTENCES` sentences a request; `serving_default`
+    cuts each sentence to `character_cap(model.max_source_length)` characters, as
+    `translate` does, and `translate_ids` refuses rows wider than `max_source_length`."""
     import tensorflow as tf
 
     cap = character_cap(model.max_source_length)
@@ -59,20 +72,13 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
                           tf.cast(tf.floor(1.5 * tf.cast(padded, tf.float32) + 10.0), tf.int32))
 
     # One function for both signatures, so that the SavedModel stores the search's graph
-    # (the larger part of the export: about 5 MB, twice that with an int8 model's two
-    # routes) once, not once a signature.
+    # (the larger part of the export: about 5 MB) once, not once a signature.
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
                                   tf.TensorSpec([], tf.int32)])
     def search(source_ids: tf.Tensor, max_length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        if quantization_mode(model) != "int8":
-            return one_search(source_ids, max_length)
-
-        def with_int8_products() -> tuple[tf.Tensor, tf.Tensor]:
-            with int8_products():
-                return one_search(source_ids, max_length)
-
-        return tf.cond(tf.shape(source_ids)[0] <= INT8_PRODUCT_SENTENCES, with_int8_products,
-                       lambda: one_search(source_ids, max_length))
+        # One numeric route for every request size, so that a sentence's answer does not
+        # depend on what shares its request or the server's batch (`zoo.layers.int8_route`).
+        return one_search(source_ids, max_length)
 
     def one_search(source_ids: tf.Tensor, max_length: Any) -> tuple[tf.Tensor, tf.Tensor]:
         tokens, scores = model.generate(source_ids, beam_size=beam_size,
@@ -85,7 +91,7 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def translate(sentences: tf.Tensor) -> dict:
-        with tf.control_dependencies([check_batch_size(sentences)]):
+        with tf.control_dependencies([check_batch_size(sentences, MAX_TRANSLATOR_SENTENCES)]):
             # Characters (code points), as Python's `text[:cap]`: never inside one.
             cut = tf.strings.substr(sentences, 0, cap, unit="UTF8_CHAR")
         pieces = tokenizer(cut)  # ragged (batch, None)
@@ -104,8 +110,11 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(source_ids: tf.Tensor) -> dict:
-        # Ids may come padded to any width: the budget of the longest source the model takes.
-        with tf.control_dependencies([check_batch_size(source_ids)]):
+        # Ids may come padded to any width the model reads: the budget of the longest source
+        # the model takes.
+        with tf.control_dependencies([
+                check_batch_size(source_ids, MAX_TRANSLATOR_SENTENCES),
+                check_width(source_ids, model.max_source_length, "source_ids")]):
             source_ids = tf.identity(source_ids)
         width = model.default_max_length(model.max_source_length)
         tokens, scores = search(source_ids, tf.constant(width))
@@ -115,10 +124,52 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     return translate, translate_ids, tokenizer
 
 
+def sentence_byte_cap(max_length: int) -> int:
+    """The UTF-8 bytes of a sentence that an exported sentence encoder reading `max_length`
+    tokens keeps: `max_length x BYTES_PER_TOKEN` (103,424 for 256 tokens).
+
+    A WordPiece token stands for at most one word of `WORD_BYTES` bytes (a longer word is one
+    [UNK]) and the byte that ends it, so the tokens the encoder reads lie within the first
+    `max_length x (WORD_BYTES + 1)` bytes of a sentence; the cap is four times that, for
+    separators of several bytes and accent marks that the tokenizer strips. A sentence whose
+    runs of spaces or marks are longer still may lose words past the cap that `embed`, which
+    does not cut, would read.
+
+    Example:
+        >>> sentence_byte_cap(256)
+        103424
+    """
+    return int(max_length) * BYTES_PER_TOKEN
+
+
+def cut_utf8(sentences: Any, cap: int) -> Any:
+    """Each string of `sentences` (`tf.string [batch]`) cut to at most `cap` bytes, at the
+    start of the UTF-8 character that the cap falls in (never inside one); shorter strings
+    are kept whole. TensorFlow ops only (for a served graph)."""
+    import tensorflow as tf
+
+    if cap < 4:
+        raise ValueError(f"cap must be at least 4 bytes (one character); got {cap}")
+    lengths = tf.strings.length(sentences)
+    # The bytes at positions cap - 3 .. cap of a string longer than the cap (another string's
+    # are not used): a continuation byte (10xxxxxx) at `cap` means a character starts before.
+    tail = tf.strings.substr(sentences, tf.where(lengths > cap, cap - 3, 0), tf.fill(
+        tf.shape(lengths), 4))
+    padded = tf.strings.substr(tf.strings.join([tail, tf.constant(b"\0" * 4)]), 0, 4)
+    raw = tf.io.decode_raw(padded, tf.uint8)  # (batch, 4)
+    follows = tf.equal(tf.bitwise.bitwise_and(raw, 0xC0), 0x80)
+    cut = tf.where(~follows[:, 3], cap, tf.where(~follows[:, 2], cap - 1,
+                                                 tf.where(~follows[:, 1], cap - 2, cap - 3)))
+    keep = tf.where(lengths > cap, tf.maximum(cut, 0), lengths)
+    return tf.strings.substr(sentences, tf.zeros_like(keep), keep)
+
+
 def sentence_encoder_endpoints(model: Any) -> tuple[Any, Any]:
     """The two `tf.function`s of an exported `SentenceEncoder`: sentences and token ids.
-    Each refuses a request of more than `MAX_SENTENCES` (1,024) sentences
-    (`check_batch_size`).
+    Each refuses a request of more than `MAX_SENTENCES` (1,024) sentences and encodes
+    `CHUNK_ROWS` at a time; `serving_default` cuts each sentence to
+    `sentence_byte_cap(tokenizer.max_length)` bytes before tokenizing it, `embed_ids`
+    refuses rows wider than the position embeddings.
 
     Raises:
         ValueError: the encoder has no vocabulary (it cannot tokenize text).
@@ -126,39 +177,27 @@ def sentence_encoder_endpoints(model: Any) -> tuple[Any, Any]:
     import tensorflow as tf
 
     tokenizer = model.tokenizer
+    byte_cap = sentence_byte_cap(tokenizer.max_length)
+    output = {"embeddings": tf.TensorSpec([None, model.hidden_dim], tf.float32)}
 
     def embeddings(batch: dict) -> dict:
         return {"embeddings": tf.cast(model(batch, training=False), tf.float32)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def embed(sentences: tf.Tensor) -> dict:
-        with tf.control_dependencies([check_batch_size(sentences)]):
+        with tf.control_dependencies([check_batch_size(sentences, MAX_SENTENCES)]):
             sentences = tf.identity(sentences)
-        return embeddings(tokenizer.tokenize_in_graph(sentences))
+        return in_chunks(lambda _, rows: embeddings(tokenizer.tokenize_in_graph(
+            cut_utf8(rows, byte_cap))), [sentences], output)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids"),
                                   tf.TensorSpec([None, None], tf.int32, name="padding_mask")])
     def embed_ids(token_ids: tf.Tensor, padding_mask: tf.Tensor) -> dict:
-        with tf.control_dependencies([check_batch_size(token_ids)]):
+        with tf.control_dependencies([
+                check_batch_size(token_ids, MAX_SENTENCES),
+                check_width(token_ids, model.max_positions, "token_ids")]):
             token_ids = tf.identity(token_ids)
-        return embeddings({"token_ids": token_ids, "padding_mask": padding_mask})
+        return in_chunks(lambda _, ids, mask: embeddings(
+            {"token_ids": ids, "padding_mask": mask}), [token_ids, padding_mask], output)
 
     return embed, embed_ids
-
-
-
-def check_batch_size(batch: Any, cap: int = MAX_SENTENCES) -> Any:
-    """A `tf.debugging.Assert` op that fails when `batch` (its first axis: one row a
-    sentence) holds more than `cap` rows; the message gives the count and names the cap.
-
-    Example (inside a `tf.function`):
-        with tf.control_dependencies([check_batch_size(sentences)]):
-            sentences = tf.identity(sentences)
-    """
-    import tensorflow as tf
-
-    count = tf.shape(batch, out_type=tf.int64)[0]
-    return tf.debugging.Assert(count <= cap, [
-        "a request of", count, "sentences is more than the limit of", cap,
-        "sentences a request; send them in smaller requests"])
-

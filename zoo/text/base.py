@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
+from zoo.training.file_store import open_no_follow, refuse_link
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 
@@ -66,7 +68,8 @@ class Tokenizer:
             raise FileExistsError(
                 f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it"
             )
-        with open(path, "wb") as file:
+        refuse_link(path)  # never write through a link to a file elsewhere
+        with open(path, "wb", opener=open_no_follow) as file:
             file.write(self._serialized())
 
     # --- Python path --------------------------------------------------------------------
@@ -100,7 +103,7 @@ class Tokenizer:
         """
         strings = _as_strings(texts)
         specials = int(add_start) + int(add_end)
-        if max_length is not None and (not isinstance(max_length, int) or max_length <= specials):
+        if max_length is not None and (not is_int(max_length) or max_length <= specials):
             raise UserError(
                 f"max_length must be an int > {specials} (room for the start/end ids and one "
                 f"piece), got {max_length!r}"

@@ -25,6 +25,8 @@ would have read. Such a text is cut all the same, with its warning.
 
 from __future__ import annotations
 
+from zoo.layers.validation import is_int
+
 # The most characters of normalized text in one SentencePiece piece (its trainer's default
 # `max_sentencepiece_length`).
 MAX_PIECE_CHARACTERS = 16
@@ -39,7 +41,7 @@ def character_cap(max_tokens: int) -> int:
         >>> character_cap(64)
         4096
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    if not is_int(max_tokens) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int; got {max_tokens!r}")
     return max_tokens * MAX_PIECE_CHARACTERS * CAP_FACTOR
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import sentencepiece
 
 from zoo.errors import UserError
+from zoo.layers.validation import is_int
 from zoo.training.json_files import read_json_file
 from zoo.text.base import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
@@ -79,8 +80,7 @@ class MarianTokenizer(Tokenizer):
                             "(the contents of vocab.json)")
         pieces: list[str | None] = [None] * len(vocabulary)
         for piece, index in vocabulary.items():
-            if isinstance(index, bool) or not isinstance(index, int) \
-                    or not 0 <= index < len(vocabulary):
+            if not is_int(index) or not 0 <= index < len(vocabulary):
                 raise UserError(f"vocabulary id {index!r} of piece {piece!r} is not in "
                                 f"[0, {len(vocabulary)}): the ids must be 0 .. n - 1")
             if pieces[index] is not None:

@@ -30,6 +30,22 @@ def test_models_lists_the_shipped_models(model_repository, capsys):
     assert "translator-test\ttranslator\ta test model" in capsys.readouterr().out
 
 
+def test_models_says_which_is_hybrid_and_lists_architectures(model_repository, capsys):
+    _, folder = model_repository
+    hybrid = folder.parent / "vit-hybrid-test"
+    hybrid.mkdir()
+    (hybrid / "model.keras").write_bytes((folder / "model.keras").read_bytes())
+    registry.write_manifest(hybrid, kind="vit", description="a hybrid", hybrid=True)
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "vit-hybrid-test\tvit (hybrid: convolutional stem)\ta hybrid" in lines
+    assert "translator-test\ttranslator\ta test model" in lines
+    kinds = {line.split("\t")[0]: line.split("\t")[1] for line in lines}
+    # Every name the help texts send to `zoo models` for: the architectures, marked untrained.
+    assert kinds["vit-cifar-vgg"] == kinds["vit-cifar-tiny"] == "vit architecture (untrained)"
+    assert kinds["transformer-tiny"] == "translator architecture (untrained)"
+
+
 def test_translate_arguments_and_stdin(model_repository, capsys, monkeypatch):
     model, _ = model_repository
     texts = ["A dog runs.", "Two men talk."]

@@ -118,13 +118,14 @@ CASES = [
     ("wrong kind of model", ["classify", "--model", "translator-test", "{dir}/good.png"], None,
      2, "zoo: error: 'translator-test' is a Translator, not a VisionTransformer"),
     ("top-k 0", [*V, "--top-k", "0", "{dir}/good.png"], None, 2,
-     "argument --top-k: must be a positive int; got 0"),
+     "argument --top-k: must be a positive int up to 2147483647; got 0"),
     ("beam size 0", [*T, "--beam-size", "0", "hi"], None, 2,
-     "zoo translate: error: argument --beam-size: must be a positive int; got 0"),
+     "zoo translate: error: argument --beam-size: must be a positive int up to 2147483647; "
+     "got 0"),
     ("beam size not a number", [*T, "--beam-size", "x", "hi"], None, 2,
      "argument --beam-size: invalid int value: 'x'"),
     ("beam size 0, stdin unread", [*T, "--beam-size", "0"], b"hi\n", 2,
-     "argument --beam-size: must be a positive int; got 0"),
+     "argument --beam-size: must be a positive int up to 2147483647; got 0"),
     ("max length too long", [*T, "--max-length", "100000", "hi"], None, 2,
      "zoo: error: max_length must be an integer from 1 to 16"),
     ("max length 0", [*T, "--max-length", "0", "hi"], None, 2,
@@ -161,7 +162,8 @@ CASES = [
     # train: a bad flag value is refused before any data is read or folder written.
     ("train with 0 epochs", ["train", "vit", "--epochs", "0", "--data", "{dir}/images",
                              "--output", "{dir}/run"], None, 2,
-     "zoo train vit: error: argument --epochs: must be a positive int; got 0"),
+     "zoo train vit: error: argument --epochs: must be a positive int up to 2147483647; "
+     "got 0"),
     ("train with RandAugment magnitude 9", ["train", "vit", "--rand-augment-magnitude", "9",
                                             "--data", "{dir}/images", "--output",
                                             "{dir}/run"], None, 2,
@@ -187,7 +189,8 @@ CASES = [
     # export and convert.
     ("export version 0", ["export", "translator-test", "--output", "{dir}/exported",
                           "--version", "0"], None, 2,
-     "zoo export: error: argument --version: must be a positive int; got 0"),
+     "zoo export: error: argument --version: must be a positive int up to "
+     "9223372036854775807 (TF Serving's int64); got 0"),
     ("export over an existing version", ["export", "translator-test", "--output",
                                          "{dir}/exported"], None, 2,
      "zoo: error: {dir}/exported/translator-test/1 exists; pass --force to replace it"),

@@ -63,7 +63,8 @@ def test_import_zoo_is_lazy_and_keeps_its_names():
     result = _run_python(f"""
         import sys
         import zoo
-        assert sorted(zoo.list_models()) == ["translator-multi30k-en-de", "vit-cifar10"]
+        assert sorted(zoo.list_models()) == ["translator-multi30k-en-de", "vit-cifar10",
+                                           "vit-hybrid-cifar10"]
         from zoo import list_models, load, load_weights
         assert callable(load) and callable(load_weights) and zoo.hub.loader.list_models
         print("heavy", sorted(m for m in {HEAVY!r} if m in sys.modules))

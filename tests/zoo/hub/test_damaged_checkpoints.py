@@ -242,7 +242,42 @@ DAMAGED = [
     ("bert-heads-do-not-divide", "bert", "config.json",
      rewrite_json("config.json", num_attention_heads=3),
      "num_attention_heads 3 does not divide hidden_size 16", ("load", "convert")),
+    # Absurd magnitudes: checked against the weights before anything is built (a width of
+    # 10^9 was a ResourceExhaustedError traceback; 10^6 layers built until killed).
+    ("vit-width-10-to-the-9", "vit", "config.json",
+     rewrite_json("config.json", intermediate_size=10 ** 9),
+     "intermediate_size 1000000000 is the size of no tensor", ("load", "convert")),
+    ("vit-10-to-the-6-layers", "vit", "config.json",
+     rewrite_json("config.json", num_hidden_layers=10 ** 6),
+     "num_hidden_layers 1000000 is more layers than", ("load", "convert")),
+    ("marian-width-10-to-the-9", "marian", "config.json",
+     rewrite_json("config.json", encoder_ffn_dim=10 ** 9, decoder_ffn_dim=10 ** 9),
+     "encoder_ffn_dim 1000000000 is the size of no tensor", ("load", "convert")),
+    ("marian-10-to-the-6-layers", "marian", "config.json",
+     rewrite_json("config.json", encoder_layers=10 ** 6),
+     "encoder_layers 1000000 is more layers than", ("load", "convert")),
+    ("bert-width-10-to-the-9", "bert", "config.json",
+     rewrite_json("config.json", intermediate_size=10 ** 9),
+     "intermediate_size 1000000000 is the size of no tensor", ("load", "convert")),
+    ("bert-10-to-the-6-layers", "bert", "config.json",
+     rewrite_json("config.json", num_hidden_layers=10 ** 6),
+     "num_hidden_layers 1000000 is more layers than", ("load", "convert")),
+    # Weights that are all NaN answered nan probabilities with exit 0.
+    ("vit-nan-weights", "vit", ST, lambda folder: _poison(folder / ST, np.nan),
+     "NaN or infinite values; the weights are damaged", ("load", "convert")),
+    ("marian-infinite-weights", "marian", ST, lambda folder: _poison(folder / ST, np.inf),
+     "NaN or infinite values; the weights are damaged", ("load", "convert")),
 ]
+
+
+def _poison(path: Path, value: float) -> None:
+    """Rewrites a safetensors file with every value of its first tensor set to `value`."""
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(path)
+    first = sorted(tensors)[0]
+    tensors[first] = np.full_like(tensors[first], value)
+    save_file(tensors, path)
 
 
 def _cases(table: list) -> list:

@@ -217,8 +217,8 @@ def test_a_rank_that_is_not_a_positive_int_is_one_line(rank):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (dict(alpha=0), "LoRA alpha must be a positive number or None; got 0"),
-    (dict(alpha=True), "LoRA alpha must be a positive number or None; got True"),
+    (dict(alpha=0), "LoRA alpha must be a positive number up to 10000 or None; got 0"),
+    (dict(alpha=True), "LoRA alpha must be a positive number up to 10000 or None; got True"),
     (dict(targets=("query", "keys")), "LoRA targets must be some of query, key, value, "
                                       "output; got"),
     (dict(targets=()), "LoRA targets must be some of"),

@@ -12,7 +12,8 @@ import pytest
 
 import zoo
 from zoo.layers.int8_route import RoutedInputQuantizer
-from zoo.models.quantization import (quantization_mode, quantize_model, quantized_layers,
+from zoo.models.quantization import (CPU_FEATURES, cpu_features, int8_speed_note,
+                                     quantization_mode, quantize_model, quantized_layers,
                                      route_int8_layers)
 from zoo.models.sentence_encoder.model import SentenceEncoder
 from zoo.models.translator.model import Translator
@@ -207,3 +208,22 @@ def test_a_float16_model_is_refused_in_one_line():
     model = VisionTransformer(**VIT, dtype="mixed_float16")
     with pytest.raises(zoo.UserError, match="computes in float16 \\(mixed_float16\\)"):
         quantize_model(model)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ("fpu sse avx2 fma", ["avx2"]),
+    ("avx2 avx512f avx512_vnni amx_bf16 amx_int8 amx_tile", ["avx2", "avx512f", "avx512_vnni",
+                                                          "amx_int8", "amx_bf16"]),
+    ("fp asimd sve", []),  # an Arm CPU names none of them
+])
+def test_cpu_features_reads_the_flags_line(flags, expected):
+    cpuinfo = f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n"
+    assert cpu_features(cpuinfo) == expected
+    assert cpu_features("model name : no flags line") == []
+
+
+def test_the_speed_note_names_the_cpu_s_features_or_says_it_has_none():
+    assert int8_speed_note(["avx2", "avx512_vnni"]).startswith(
+        "int8 buys size, not speed, on this CPU (avx2, avx512_vnni): ")
+    none = int8_speed_note([])
+    assert "\n" not in none and all(flag in none for flag in CPU_FEATURES)

@@ -25,12 +25,15 @@ TINY = dict(image_size=16, patch_size=4, num_classes=3, hidden_dim=16, num_layer
 
 # ------------------------------------------------------------------ flags and conflicts
 @pytest.mark.parametrize("task, flags, message", [
-    ("vit", ["--lora-rank", "0"], "argument --lora-rank: must be a positive int; got 0"),
-    ("vit", ["--lora-rank", "-1"], "argument --lora-rank: must be a positive int; got -1"),
+    ("vit", ["--lora-rank", "0"],
+     "argument --lora-rank: must be a positive int up to 2147483647; got 0"),
+    ("vit", ["--lora-rank", "-1"],
+     "argument --lora-rank: must be a positive int up to 2147483647; got -1"),
     ("vit", ["--lora-rank", "2.5"], "argument --lora-rank: invalid int value: '2.5'"),
-    ("translator", ["--lora-rank", "0"], "argument --lora-rank: must be a positive int; got 0"),
+    ("translator", ["--lora-rank", "0"],
+     "argument --lora-rank: must be a positive int up to 2147483647; got 0"),
     ("translator", ["--lora-rank", "4", "--lora-alpha", "0"],
-     "argument --lora-alpha: must be positive; got 0.0"),
+     "argument --lora-alpha: must be a positive number up to 10000; got 0.0"),
 ])
 def test_a_bad_lora_flag_is_refused_as_the_command_line_is_read(tmp_path, capsys, task, flags,
                                                                  message):
@@ -46,8 +49,10 @@ def test_a_bad_lora_flag_is_refused_as_the_command_line_is_read(tmp_path, capsys
                                                       "--lora-rank"),
     (ViTRecipe(lora_rank=4), "--lora-rank needs --model"),
     (ViTFinetuneRecipe(lora_alpha=8.0), "--lora-alpha needs --lora-rank"),
-    (ViTFinetuneRecipe(lora_rank=True), "lora_rank must be a positive int; got True"),
-    (ViTFinetuneRecipe(lora_rank=2.5), "lora_rank must be a positive int; got 2.5"),
+    (ViTFinetuneRecipe(lora_rank=True),
+     "lora_rank must be a positive int up to 2147483647; got True"),
+    (ViTFinetuneRecipe(lora_rank=2.5),
+     "lora_rank must be a positive int up to 2147483647; got 2.5"),
     (TranslatorFinetuneRecipe(model=None, lora_rank=4), "--lora-rank needs --model"),
 ])
 def test_lora_settings_that_do_not_fit_are_one_line(recipe, message):

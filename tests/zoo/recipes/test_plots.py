@@ -7,12 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
 from zoo.recipes import plots
 
-SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "learning_curve.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "studies" / "learning_curve.py"
 
 
 def _script():
@@ -94,7 +95,8 @@ def test_plot_learning_curves_writes_a_png_and_rejects_an_empty_curve(tmp_path, 
     path = tmp_path / "curve.png"
     plots.plot_learning_curves({"a": [1.0, 2.0, 3.0], "b": [2.0]}, "BLEU", path)
     with Image.open(path) as image:
-        assert image.format == "PNG" and image.size == (720, 432)  # 6 x 3.6 in at 120 dpi
+        # 6 x 3.6 in at 120 dpi, grown or trimmed to what the labels need ("tight")
+        assert image.format == "PNG" and 600 < image.size[0] < 800 and 350 < image.size[1] < 500
     drawn = {}
     monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.update(
         lines=[(list(line.get_xdata()), list(line.get_ydata()))
@@ -103,3 +105,89 @@ def test_plot_learning_curves_writes_a_png_and_rejects_an_empty_curve(tmp_path, 
     assert drawn["lines"] == [([1, 2], [1.0, 2.0]), ([5, 10], [2.5, 3.0])]
     with pytest.raises(ValueError, match="'b': 0"):
         plots.plot_learning_curves({"a": [1.0], "b": []}, "BLEU", tmp_path / "x.png")
+
+
+# ------------------------------------------------------------------ pictures people can read
+def _saved_with(monkeypatch):
+    from matplotlib.figure import Figure
+
+    calls = []
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: (
+        calls.append(kw), original(fig, path, **kw))[1])
+    return calls
+
+
+def _texts(fig):
+    return [t.get_text() for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)
+            ] + [fig._suptitle.get_text() if fig._suptitle else ""]
+
+
+def test_every_picture_is_saved_with_room_for_its_labels(tmp_path, monkeypatch):
+    calls = _saved_with(monkeypatch)
+    plots.plot_learning_curves({"a run with a long name": [1.0, 2.0]},
+                               "validation top-1 (5,000 held-out images)", tmp_path / "c.png")
+    plots.plot_alignment(["a", "b"], ["x"], [[0.4, 0.6]], tmp_path / "a.png")
+    plots.plot_confusion_matrix([[1, 0], [0, 1]], ["cat", "dog"], tmp_path / "m.png")
+    assert [kw.get("bbox_inches") for kw in calls] == ["tight"] * 3
+
+
+def test_the_attention_overlay_has_a_colorbar_a_title_and_the_label(tmp_path):
+    image = np.zeros((32, 32, 3), "uint8")
+    fig = plots.plot_attention_overlay(image, np.full((8, 8), 1 / 64), tmp_path / "r.png",
+                                       title="attention rollout over 7 layers, heads averaged",
+                                       label="cat (0.61)")
+    assert len(fig.axes) == 3 and fig.axes[2].get_ylabel() == "share of attention"  # colorbar
+    texts = _texts(fig)
+    assert "attention rollout over 7 layers, heads averaged" in texts
+    assert "predicted: cat (0.61)" in texts
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_the_alignment_has_a_colorbar_and_says_which_attention(tmp_path):
+    fig = plots.plot_alignment(["A", "dog"], ["Ein", "Hund"], np.eye(2), tmp_path / "a.png")
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "attention weight"
+    assert "cross-attention, last decoder layer, heads averaged" in _texts(fig)
+
+
+def _classify_attention(tmp_path, capsys, **config):
+    from zoo.cli.main import main
+    from zoo.models.vit.model import VisionTransformer
+
+    model = VisionTransformer(image_size=16, patch_size=4, num_classes=2, hidden_dim=16,
+                              num_layers=2, num_heads=2, intermediate_dim=16,
+                              class_names=["cat", "dog"], **config)
+    model(np.zeros((1, 16, 16, 3), "uint8"))
+    model.save(tmp_path / "m.keras")
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(tmp_path / "red.png")
+    drawn = {}
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.update(fig=fig))
+    try:
+        assert main(["classify", "--model", str(tmp_path / "m.keras"), "--attention",
+                     str(tmp_path / "r.png"), str(tmp_path / "red.png")]) == 0
+    finally:
+        monkeypatch.undo()
+    label = capsys.readouterr().out.splitlines()[0].split("\t")[1]
+    return _texts(drawn["fig"]), label, model
+
+
+def test_zoo_classify_draws_rollout_for_a_patch_vit(tmp_path, capsys):
+    texts, label, _ = _classify_attention(tmp_path, capsys)
+    assert "attention rollout over 2 layers, heads averaged" in texts
+    assert any(t.startswith(f"predicted: {label} (") for t in texts)
+
+
+def test_zoo_classify_draws_the_last_layer_class_token_map_for_a_hybrid(tmp_path, capsys):
+    texts, label, model = _classify_attention(tmp_path, capsys, stem_filters=[8])
+    assert model.is_hybrid
+    grid = model.grid_size
+    assert (f"class token's attention, last layer, heads averaged,\nover the {grid[0]} x "
+            f"{grid[1]} stem map (upsampled)") in texts
+    assert any(t.startswith(f"predicted: {label} (") for t in texts)
+    heat = model.class_token_attention(np.zeros((2, 16, 16, 3), "uint8"))
+    assert heat.shape == (2, *grid) and np.allclose(heat.sum(axis=(1, 2)), 1.0)
+    # It is the last block's class-token row, heads averaged, over the patches.
+    last = model.attention_maps(np.zeros((2, 16, 16, 3), "uint8"))[-1].mean(axis=1)[:, 0, 1:]
+    np.testing.assert_allclose(heat.reshape(2, -1), last / last.sum(1, keepdims=True),
+                               rtol=1e-5)

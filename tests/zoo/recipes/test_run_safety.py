@@ -161,7 +161,7 @@ def test_every_checked_setting_is_refused_by_its_flag_at_parse_time(recipe_class
     import dataclasses
 
     from zoo.cli.parser import build_parser
-    from zoo.recipes.settings import check_fields, field_metadata
+    from zoo.recipes.checks import check_fields, field_metadata
 
     task = "translator" if recipe_class is TranslatorRecipe else "vit"
     checked = [f.name for f in dataclasses.fields(recipe_class)

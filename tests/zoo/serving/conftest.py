@@ -39,3 +39,38 @@ def exported_vit(tmp_path_factory):
     repository = tmp_path_factory.mktemp("vit_repository")
     version = export_model(str(folder / "model.keras"), repository, top_k=3, name="vit-test")
     return model, version
+
+
+# Runs requests in turn in one fresh process as the model server runs them (XLA off, a TF1
+# session, the signature fed by tensor name): each case's outcome is the row count of every
+# output, or the InvalidArgument message. `run_like_a_server` checks nothing of ours loaded.
+SESSION_CASES = r"""
+import numpy as np
+graph = tf.Graph()
+session = tf.compat.v1.Session(graph=graph)
+signatures = tf.compat.v1.saved_model.loader.load(session, ["serve"], VERSION).signature_def
+outcome = {}
+for name, (signature_name, feeds) in CASES.items():
+    signature = signatures[signature_name]
+    fetches = {key: value.name for key, value in signature.outputs.items()}
+    try:
+        result = session.run(fetches, {signature.inputs[key].name: eval(value)
+                                       for key, value in feeds.items()})
+        outcome[name] = {key: list(value.shape) for key, value in result.items()}
+    except tf.errors.InvalidArgumentError as error:
+        lines = error.message.splitlines()
+        outcome[name] = next((line for line in lines if "assertion failed" in line), lines[0])
+print(json.dumps(outcome))
+"""
+
+
+def session_outcomes(version, cases: dict, setup: str = "") -> dict:
+    """`{case: {output: shape} or the InvalidArgument message's line
+    that says which assertion failed}` for `cases`
+    (`{case: (signature, {input: Python expression of a NumPy array})}`), run as the model
+    server runs them; `setup` is code run first (names the expressions use)."""
+    from tests.zoo.conftest import run_like_a_server
+
+    (result,) = run_like_a_server(f"VERSION = {str(version)!r}\nCASES = {cases!r}\n" + setup
+                                  + SESSION_CASES)
+    return result

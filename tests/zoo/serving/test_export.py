@@ -191,7 +191,37 @@ def test_server_config_files_parse_as_the_server_reads_them(tmp_path):
         ("plain", "/models/plain"), ('say "hi"', '/models/say "hi"')]
     text = write_batching_parameters(tmp_path).read_text()
     assert "--enable_batching=true --batching_parameters_file=" in text
-    assert "max_batch_size { value: 32 }" in text
+
+
+def test_the_batching_file_is_the_servers_message_and_serves_every_accepted_request(tmp_path):
+    """batching_parameters.txt parses as TF Serving's own BatchingParameters (an unknown
+    field fails), and every request a signature accepts is served: a task may be as large as
+    the largest request any signature takes, larger ones are split (so the server never
+    refuses one the signatures take), and the batches the server runs at once are no larger
+    than any signature accepts (so a merged batch is never refused by a signature's cap)."""
+    from google.protobuf import text_format
+
+    from tests.zoo.serving.batching_parameters_proto import batching_parameters_class
+    from zoo.serving.image_endpoints import MAX_IMAGES
+    from zoo.serving.model_server import write_batching_parameters
+    from zoo.serving.text_endpoints import MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES
+
+    text = write_batching_parameters(tmp_path).read_text()
+    parameters = text_format.Parse(text, batching_parameters_class()())
+    with pytest.raises(text_format.ParseError, match="no field named"):
+        text_format.Parse(text + "max_batch_sizes { value: 1 }\n", batching_parameters_class()())
+    caps = {"sentence encoder": MAX_SENTENCES, "translator": MAX_TRANSLATOR_SENTENCES,
+            "ViT": MAX_IMAGES}
+    largest_task = parameters.max_batch_size.value
+    run_at_once = parameters.max_execution_batch_size.value
+    assert parameters.enable_large_batch_splitting.value
+    assert largest_task == max(caps.values()), caps
+    assert 1 <= run_at_once <= min(caps.values()) and run_at_once <= largest_task
+    assert not parameters.allowed_batch_sizes  # else its last entry must be max_batch_size
+    assert parameters.pad_variable_length_inputs  # id signatures' rows of unequal widths
+    assert parameters.num_batch_threads.value >= 1
+    # The queue holds at least one largest request, in batches of `run_at_once`.
+    assert parameters.max_enqueued_batches.value * run_at_once >= largest_task
 
 
 def test_stale_temporaries_of_killed_exports_are_removed_and_live_ones_kept(tmp_path):

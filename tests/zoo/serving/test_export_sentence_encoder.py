@@ -13,9 +13,11 @@ import keras
 import numpy as np
 import pytest
 
-from tests.zoo.conftest import read_gz, run_like_a_server, serve
+from tests.zoo.conftest import read_gz, serve
+from tests.zoo.serving.conftest import session_outcomes
 from tests.zoo.serving.test_export import _saved_values
 from zoo.serving.export import export_model
+from zoo.serving.text_endpoints import MAX_SENTENCES, cut_utf8, sentence_byte_cap
 from zoo.models.sentence_encoder.model import SentenceEncoder
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
@@ -155,31 +157,79 @@ def test_small_encoder_served_equals_embed_and_embed_ids(small_encoder, exported
     assert request.model_spec.signature_name == "serving_default"
 
 
-def test_a_request_over_the_sentence_cap_is_refused_naming_it(exported_small):
-    """Both signatures take `MAX_SENTENCES` sentences and refuse one more, before encoding
-    (the error names the cap), as the model server runs them (no XLA)."""
-    from zoo.serving.text_endpoints import MAX_SENTENCES
+# (case, signature, inputs as NumPy expressions, the answer's shapes or the refusal's message)
+# for the small encoder: 16 dims, 32 position embeddings.
+CAP = MAX_SENTENCES
+REQUESTS = [
+    ("empty request", "serving_default", {"sentences": "np.array([], dtype=object)"},
+     {"embeddings": [0, 16]}),
+    ("empty ids", "embed_ids", {"token_ids": "np.zeros([0, 4], np.int32)",
+                                "padding_mask": "np.zeros([0, 4], np.int32)"},
+     {"embeddings": [0, 16]}),
+    ("at the sentence cap", "serving_default",
+     {"sentences": f"np.array([b'a man is eating'] * {CAP}, dtype=object)"},
+     {"embeddings": [CAP, 16]}),
+    ("over the sentence cap", "serving_default",
+     {"sentences": f"np.array([b'a man is eating'] * {CAP + 1}, dtype=object)"},
+     f"[a request of] [{CAP + 1}] [sentences is more than the limit of] [{CAP}]"),
+    ("ids at the sentence cap", "embed_ids",
+     {"token_ids": f"np.full([{CAP}, 4], 5, np.int32)",
+      "padding_mask": f"np.ones([{CAP}, 4], np.int32)"}, {"embeddings": [CAP, 16]}),
+    ("ids over the sentence cap", "embed_ids",
+     {"token_ids": f"np.full([{CAP + 1}, 4], 5, np.int32)",
+      "padding_mask": f"np.ones([{CAP + 1}, 4], np.int32)"},
+     f"[a request of] [{CAP + 1}] [sentences is more than the limit of] [{CAP}]"),
+    ("ids wider than the position embeddings", "embed_ids",
+     {"token_ids": "np.full([2, 33], 5, np.int32)", "padding_mask": "np.ones([2, 33], np.int32)"},
+     "[token_ids has rows of] [33] [tokens, more than the limit of] [32]"),
+    ("a 100 MB sentence", "serving_default",
+     {"sentences": "np.array([b'a man ' * 20_000_000, b'dog'], dtype=object)"},
+     {"embeddings": [2, 16]}),
+]
 
+
+def test_requests_within_the_caps_are_answered_and_others_refused_naming_the_cap(
+        exported_small):
+    """As the model server runs them: an empty request is answered with no rows, a request
+    at a cap in full (a 100 MB sentence is cut before it is tokenized), and one past a cap
+    is refused (InvalidArgument) naming the cap, before any work."""
     _, version = exported_small
-    (result,) = run_like_a_server(
-        f"model = tf.saved_model.load({str(version)!r})\n"
-        "feeds = {\n"
-        "    'serving_default': lambda n: {'sentences': tf.constant(['a man is eating'] * n)},\n"
-        "    'embed_ids': lambda n: {'token_ids': tf.fill([n, 4], 5),\n"
-        "                            'padding_mask': tf.ones([n, 4], tf.int32)}}\n"
-        "outcome = {}\n"
-        "for name, feed in feeds.items():\n"
-        f"    for n in ({MAX_SENTENCES}, {MAX_SENTENCES + 1}):\n"
-        "        try:\n"
-        "            rows = model.signatures[name](**feed(n))['embeddings'].shape[0]\n"
-        "            outcome[f'{name} {n}'] = rows\n"
-        "        except tf.errors.InvalidArgumentError as error:\n"
-        "            outcome[f'{name} {n}'] = error.message\n"
-        "print(json.dumps(outcome))\n")
-    for name in ("serving_default", "embed_ids"):
-        assert result[f"{name} {MAX_SENTENCES}"] == MAX_SENTENCES
-        assert (f"[a request of] [{MAX_SENTENCES + 1}] [sentences is more than the limit of] "
-                f"[{MAX_SENTENCES}]") in result[f"{name} {MAX_SENTENCES + 1}"]
+    outcome = session_outcomes(version, {case: (signature, feeds)
+                                         for case, signature, feeds, _ in REQUESTS})
+    for case, _, _, expected in REQUESTS:
+        if isinstance(expected, str):
+            assert expected in outcome[case], (case, outcome[case])
+        else:
+            assert outcome[case] == expected, (case, outcome[case])
+
+
+def test_a_long_sentence_is_cut_before_tokenizing_and_embeds_as_its_kept_bytes(
+        small_encoder, exported_small):
+    """The served encoder reads a sentence's first `sentence_byte_cap` bytes, cut at the
+    start of the character the cap falls in: a sentence longer than the cap embeds as
+    `embed` embeds its head (the words after it would be tokens past `max_length` anyway
+    in ordinary text); here the cut falls inside the two-byte "é" that ends the head."""
+    cap = sentence_byte_cap(small_encoder.tokenizer.max_length)
+    spaces = " " * (cap - len("a man ") - 1)
+    long = "a man" + spaces + " é dog dog dog"  # the "é" starts at byte cap - 1
+    assert len(("a man" + spaces + " ").encode()) == cap - 1
+    _, version = exported_small
+    served = serve(version, {"sentences": [long, "a man"]})["embeddings"]
+    expected = small_encoder.embed(["a man", "a man"])
+    np.testing.assert_allclose(np.array(served), expected, rtol=0, atol=1e-5)
+    # The test can tell: the same words read whole embed differently.
+    assert np.max(np.abs(small_encoder.embed(["a man é dog dog dog"])[0] - expected[0])) > 1e-3
+
+
+@pytest.mark.parametrize("text", ["abc", "é" * 10, "a" + "€" * 5, "😀" * 4, "ab😀", "abcd😀",
+                                  ""])
+@pytest.mark.parametrize("cap", [4, 5, 6, 7, 9])
+def test_cut_utf8_keeps_the_longest_whole_characters_within_the_cap(text, cap):
+    import tensorflow as tf
+
+    (cut,) = cut_utf8(tf.constant([text.encode()]), cap).numpy()
+    expected = text.encode()[:cap].decode("utf-8", errors="ignore").encode()
+    assert cut == expected, (text, cap, cut)
 
 
 def test_small_export_stores_each_weight_once(small_encoder, exported_small):

@@ -21,13 +21,14 @@ pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
 @pytest.mark.slow
 def test_translations_equal_the_python_api(exported_translator, shared_data):
     model, _, version = exported_translator
-    texts = read_gz(shared_data / "multi30k" / "test_2016_flickr.en.gz", 100)
+    # One request at the cap of 64 sentences (`MAX_TRANSLATOR_SENTENCES`).
+    texts = read_gz(shared_data / "multi30k" / "test_2016_flickr.en.gz", 61)
     texts += ["", "   ", "word " * 400]  # empty, blank and very long inputs
     expected = model.translate(texts, beam_size=3)
     out = serve(version, {"sentences": texts})
     served, scores = out["translations"], out["scores"]
     assert served == expected
-    assert served[100] == served[101] == "" and scores[100] == 0.0
+    assert served[61] == served[62] == "" and scores[61] == 0.0
     _, python_scores = model.translate(texts[:5], beam_size=3, return_scores=True)
     np.testing.assert_allclose(scores[:5], python_scores, atol=1e-4)
 

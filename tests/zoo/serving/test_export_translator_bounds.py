@@ -1,37 +1,63 @@
 """An exported translator's bounds, as the model server runs it (no XLA): a request of more
-than `MAX_SENTENCES` sentences is refused before any work, and each sentence is cut to the
-characters `Translator.translate` reads before it is tokenized."""
+than `MAX_TRANSLATOR_SENTENCES` sentences, or of ids wider than the model reads, is refused
+before any work; an empty request is answered empty; each sentence is cut to the characters
+`Translator.translate` reads before it is tokenized."""
 
 import warnings
 
 import keras
 import pytest
 
-from tests.zoo.conftest import run_like_a_server, serve
-from zoo.serving.text_endpoints import MAX_SENTENCES
+from tests.zoo.conftest import serve
+from tests.zoo.serving.conftest import session_outcomes
+from zoo.serving.text_endpoints import MAX_TRANSLATOR_SENTENCES
 from zoo.text.length_cap import character_cap
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
+# The exported test translator (tests/zoo/serving/conftest.py): max_source_length 32, and
+# `translate_ids` answers ids of `default_max_length(32)` columns: its max_target_length 24.
+SOURCE, WIDTH = 32, 24
 
 
-def test_a_request_over_the_sentence_cap_is_refused_naming_it(exported_translator):
+# (case, signature, inputs as NumPy expressions, what the answer holds: the shapes of
+# "scores" and of the text output, or the refusal's message)
+CAP = MAX_TRANSLATOR_SENTENCES
+REQUESTS = [
+    ("empty request", "serving_default",
+     {"sentences": "np.array([], dtype=object)"}, {"scores": [0], "translations": [0]}),
+    ("empty ids", "translate_ids",
+     {"source_ids": "np.zeros([0, 5], np.int32)"}, {"scores": [0], "target_ids": [0, WIDTH]}),
+    ("at the sentence cap", "serving_default",
+     {"sentences": f"np.array([b'a dog'] * {CAP}, dtype=object)"},
+     {"scores": [CAP], "translations": [CAP]}),
+    ("over the sentence cap", "serving_default",
+     {"sentences": f"np.array([b'a dog'] * {CAP + 1}, dtype=object)"},
+     f"[a request of] [{CAP + 1}] [sentences is more than the limit of] [{CAP}]"),
+    ("ids over the sentence cap", "translate_ids",
+     {"source_ids": f"np.full([{CAP + 1}, 4], 5, np.int32)"},
+     f"[a request of] [{CAP + 1}] [sentences is more than the limit of] [{CAP}]"),
+    ("ids as wide as the model reads", "translate_ids",
+     {"source_ids": f"np.full([2, {SOURCE}], 5, np.int32)"},
+     {"scores": [2], "target_ids": [2, WIDTH]}),
+    ("ids wider than the model reads", "translate_ids",
+     {"source_ids": f"np.full([2, {SOURCE + 1}], 5, np.int32)"},
+     f"[source_ids has rows of] [{SOURCE + 1}] [tokens, more than the limit of] [{SOURCE}]"),
+]
+
+
+def test_requests_within_the_caps_are_answered_and_others_refused_naming_the_cap(
+        exported_translator):
+    """As the model server runs them: an empty request is answered with no rows, a request
+    at a cap in full, and one past a cap is refused (InvalidArgument) naming the cap."""
     _, _, version = exported_translator
-    (result,) = run_like_a_server(
-        f"model = tf.saved_model.load({str(version)!r})\n"
-        "feeds = {\n"
-        f"    'serving_default': {{'sentences': tf.constant(['a dog'] * {MAX_SENTENCES + 1})}},\n"
-        f"    'translate_ids': {{'source_ids': tf.fill([{MAX_SENTENCES + 1}, 4], 5)}}}}\n"
-        "outcome = {}\n"
-        "for name, feed in feeds.items():\n"
-        "    try:\n"
-        "        outcome[name] = str(model.signatures[name](**feed))\n"
-        "    except tf.errors.InvalidArgumentError as error:\n"
-        "        outcome[name] = error.message\n"
-        "print(json.dumps(outcome))\n")
-    for name in ("serving_default", "translate_ids"):
-        assert (f"[a request of] [{MAX_SENTENCES + 1}] [sentences is more than the limit of] "
-                f"[{MAX_SENTENCES}]") in result[name], result[name]
+    outcome = session_outcomes(version, {case: (signature, feeds)
+                                         for case, signature, feeds, _ in REQUESTS})
+    for case, _, _, expected in REQUESTS:
+        if isinstance(expected, str):
+            assert expected in outcome[case], (case, outcome[case])
+        else:
+            assert outcome[case] == expected, (case, outcome[case])
 
 
 def test_served_sentences_are_cut_where_the_python_api_cuts_them(exported_translator):

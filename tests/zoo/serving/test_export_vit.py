@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from tests.zoo.conftest import run_like_a_server, serve
+from tests.zoo.serving.conftest import session_outcomes
 from zoo.serving.export import export_model
+from zoo.serving.image_endpoints import (MAX_IMAGE_BYTES, MAX_IMAGES, MAX_PIXELS,
+                                         MAX_REQUEST_BYTES)
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
@@ -100,38 +103,106 @@ def test_keras_own_export_of_a_loaded_vit_serves_its_logits(exported_vit, tmp_pa
 
 
 # ---------------------------------------------------------------------- served image bounds
-def test_vit_refuses_huge_images_from_their_header_and_names_the_index(exported_vit):
-    """A PNG whose header says 10000 x 10000 is refused before decoding (the pixels are
-    never read), and a bad image's error names its index in the batch."""
+def _png(height: int = 8, width: int = 8) -> bytes:
     import io
-    import struct
-    import zlib
 
     from PIL import Image
 
-    from zoo.serving.export import MAX_PIXELS
-
-    _, version = exported_vit
     buffer = io.BytesIO()
-    Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(buffer, format="PNG")
-    small = buffer.getvalue()
+    Image.fromarray(np.full((height, width, 3), 90, "uint8")).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _huge_png() -> bytes:
+    """A PNG whose header says 10000 x 10000 pixels (its pixels are never there)."""
+    import struct
+    import zlib
+
+    small = _png()
     ihdr = struct.pack(">II", 10000, 10000) + small[24:29]
-    huge = small[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + small[33:]
-    assert 10000 * 10000 > MAX_PIXELS
-    (result,) = run_like_a_server(
-        f"f = tf.saved_model.load({str(version)!r}).signatures['serving_default']\n"
-        "outcome = {}\n"
-        f"for key, batch in (('huge', [{small!r}, {huge!r}]), ('junk', [{small!r}, b'junk']),"
-        f" ('good', [{small!r}])):\n"
-        "    try:\n"
-        "        outcome[key] = int(f(images=tf.constant(batch))['labels'].shape[0])\n"
-        "    except tf.errors.InvalidArgumentError as error:\n"
-        "        outcome[key] = error.message\n"
-        "print(json.dumps(outcome))\n")
-    assert result["good"] == 1
-    assert "[image] [1] [has] [10000] [x] [10000]" in result["huge"]
-    assert str(MAX_PIXELS) in result["huge"]
-    assert "[image] [1] [is not a JPEG, PNG, GIF or BMP]" in result["junk"]
+    return small[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + small[33:]
+
+
+def _jpeg() -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype="uint8")).save(
+        buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def _batch_of_8(index: int, bad: bytes) -> str:
+    """A NumPy expression: 7 good images (PNGs and a JPEG) and `bad` at `index`."""
+    batch = [_png(), _jpeg(), _png(12, 20)] * 3
+    batch[index] = bad
+    return f"np.array({batch[:8]!r}, dtype=object)"
+
+
+MIB = 2 ** 20
+
+
+def _rows(count: int) -> dict:
+    """The shapes of the answer to `count` images (top 3 labels each)."""
+    return {key: [count, 3] for key in ("class_ids", "labels", "probabilities")}
+
+
+# (case, signature, inputs as NumPy expressions, the answer's shapes or the refusal's message)
+IMAGE_REQUESTS = [
+    ("empty request", "serving_default", {"images": "np.array([], dtype=object)"}, _rows(0)),
+    ("empty pixels", "classify_pixels", {"pixels": "np.zeros([0, 32, 32, 3], np.float32)"},
+     _rows(0)),
+    ("good images", "serving_default", {"images": _batch_of_8(3, _png())}, _rows(8)),
+    ("a truncated JPEG", "serving_default", {"images": _batch_of_8(3, _jpeg()[:300])},
+     "[image 3 of 8: the image data is truncated or corrupt]"),
+    ("an empty PNG", "serving_default", {"images": _batch_of_8(5, _png()[:8])},
+     "[image 5 of 8: the image data is truncated or corrupt]"),
+    ("no bytes", "serving_default", {"images": _batch_of_8(2, b"")},
+     "[image 2 of 8: bytes in no known image format (JPEG, PNG, GIF or BMP)]"),
+    ("junk", "serving_default", {"images": _batch_of_8(7, b"junk")},
+     "[image 7 of 8: bytes in no known image format (JPEG, PNG, GIF or BMP)]"),
+    ("a huge header", "serving_default", {"images": _batch_of_8(1, _huge_png())},
+     f"[image 1 of 8: 10000 x 10000 pixels, more than the limit of {MAX_PIXELS}]"),
+    ("at the image cap", "serving_default",
+     {"images": f"np.array([{_png()!r}] * {MAX_IMAGES}, dtype=object)"}, _rows(MAX_IMAGES)),
+    ("over the image cap", "serving_default",
+     {"images": f"np.array([{_png()!r}] * {MAX_IMAGES + 1}, dtype=object)"},
+     f"[a request of] [{MAX_IMAGES + 1}] [images is more than the limit of] [{MAX_IMAGES}]"),
+    ("pixels over the image cap", "classify_pixels",
+     {"pixels": f"np.zeros([{MAX_IMAGES + 1}, 2, 2, 3], np.float32)"},
+     f"[a request of] [{MAX_IMAGES + 1}] [images is more than the limit of] [{MAX_IMAGES}]"),
+    ("an image over the byte cap", "serving_default",
+     {"images": f"np.array([{_png()!r}, b'x' * {MAX_IMAGE_BYTES + 1}], dtype=object)"},
+     f"[image 1 of 2: {MAX_IMAGE_BYTES + 1} bytes, more than the limit of {MAX_IMAGE_BYTES} "
+     "bytes an image]"),
+    ("a request over the byte cap", "serving_default",
+     {"images": f"np.array([b'x' * {30 * MIB}] * 3, dtype=object)"},
+     f"[a request of] [{90 * MIB}] [bytes of images is more than the limit of] "
+     f"[{MAX_REQUEST_BYTES}]"),
+    ("pixels over the byte cap", "classify_pixels",
+     {"pixels": "np.zeros([2, 2048, 2048, 3], np.float32)"},
+     f"[a request of] [{2 * 2048 * 2048 * 3 * 4}] [bytes of float32 pixels is more than the "
+     f"limit of] [{MAX_REQUEST_BYTES}]"),
+]
+
+
+def test_vit_requests_within_the_caps_are_answered_and_others_refused_naming_them(
+        exported_vit):
+    """As the model server runs them: an empty request is answered with no rows, a request
+    at the image cap in full (32 images at a time), and a refusal (InvalidArgument) names
+    the cap, and the image ("image 3 of 8: ...") when one image is at fault: a truncated
+    JPEG, an empty PNG, bytes in no format, a header above `MAX_PIXELS` (never decoded)."""
+    _, version = exported_vit
+    outcome = session_outcomes(version, {case: (signature, feeds)
+                                         for case, signature, feeds, _ in IMAGE_REQUESTS})
+    for case, _, _, expected in IMAGE_REQUESTS:
+        if isinstance(expected, str):
+            assert expected in outcome[case], (case, outcome[case])
+        else:
+            assert outcome[case] == expected, (case, outcome[case])
 
 
 # (name, the non-finite values of a batch of 3 images: {(image, row, column, channel): value})
@@ -199,3 +270,26 @@ def test_image_header_size_reads_every_format():
         assert (bool(known), int(height), int(width)) == (True, 37, 53), format
     for data in (b"", b"GI", b"not an image"):
         assert [int(x) for x in image_header_size(tf.constant(data))] == [0, 0, 0]
+
+
+def test_a_hybrid_vit_answers_an_empty_request_empty(tmp_path):
+    """A VGG stem's batch norm fails on an empty batch: the served signatures never run the
+    model on one, and answer both an empty request and images as the Python API does."""
+    from zoo.models.vit.model import VisionTransformer
+
+    keras.utils.set_random_seed(7)
+    model = VisionTransformer(image_size=16, patch_size=8, num_classes=3, hidden_dim=16,
+                              num_layers=1, num_heads=2, intermediate_dim=16,
+                              stem_filters=[4, [8], 8], stem_style="vgg",
+                              class_names=["ant", "bee", "cat"])
+    model(np.zeros((1, 16, 16, 3), "uint8"))
+    version = export_model(model, tmp_path, top_k=2, name="hybrid")
+    outcome = session_outcomes(version, {
+        "empty": ("serving_default", {"images": "np.array([], dtype=object)"}),
+        "empty pixels": ("classify_pixels", {"pixels": "np.zeros([0, 16, 16, 3], np.float32)"}),
+    })
+    rows = {key: [0, 2] for key in ("class_ids", "labels", "probabilities")}
+    assert outcome == {"empty": rows, "empty pixels": rows}
+    image = np.random.default_rng(1).integers(0, 255, (16, 16, 3), dtype="uint8")
+    served = serve(version, {"pixels": [image.astype("float32").tolist()]}, "classify_pixels")
+    assert served["labels"][0] == [label for label, _ in model.classify(image[None], top_k=2)[0]]

@@ -97,3 +97,25 @@ class VisionTransformerInference:
             self.attention_maps(images), num_prefix_tokens=self.num_prefix_tokens,
             discard_ratio=discard_ratio, head_fusion=head_fusion)
         return relevance.reshape(-1, *self.grid_size)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether the patches are cut from a convolutional stem's map (the ViT paper's
+        hybrid, section 3.1) rather than from the pixels."""
+        return self.stem_filters is not None  # type: ignore[attr-defined]
+
+    def class_token_attention(self, images: Any) -> np.ndarray:
+        """The last block's attention from the class token (the first prefix token; the mean
+        of all rows with "gap" pooling) to the patches, heads averaged: the map to draw for
+        a hybrid, whose tokens each see most of the image through the stem, so that rollout
+        over them says little about pixels.
+
+        Returns:
+            `(batch, grid_height, grid_width)` float32, each map summing to 1 over the grid
+            once renormalised over the patches.
+        """
+        last = self.attention_maps(images)[-1].mean(axis=1)  # (batch, tokens, tokens)
+        rows = last[:, 0] if self.num_prefix_tokens else last.mean(axis=1)
+        patches = rows[:, self.num_prefix_tokens:]
+        patches = patches / np.maximum(patches.sum(axis=1, keepdims=True), 1e-12)
+        return patches.reshape(-1, *self.grid_size).astype("float32")

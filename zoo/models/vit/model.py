@@ -42,6 +42,7 @@ from zoo.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, architectures, load_preset
 from zoo.models.lora import VisionTransformerLora
+from zoo.models.vit.fitting import VisionTransformerFitting
 from zoo.models.vit.inference import VisionTransformerInference
 from zoo.models.vit.surgery import VisionTransformerSurgery, check_pruned_heads
 
@@ -67,8 +68,8 @@ def _check_arguments(pooling: str, distillation_token: bool, distillation_head: 
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, VisionTransformerLora,
-                        keras.Model):
+class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
+                        VisionTransformerInference, VisionTransformerLora, keras.Model):
     """An image classifier: patches, a class token, a pre-norm Transformer encoder, a head.
 
     Args:
@@ -385,30 +386,31 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Vi
     @classmethod
     def from_architecture(cls, name: str, num_classes: int | None = None,
                           **overrides: Any) -> "VisionTransformer":
-        """A freshly initialised (untrained) model of a named shape (see `zoo.models.vit.architectures`).
+        """A freshly initialised (untrained) model of a named shape (`zoo models` lists them).
 
         Args:
             name: an architecture name, e.g. "vit-b16-224" or "vit-cifar-tiny".
-            num_classes: number of classes; the architecture's (1000 or 10) when None.
-            **overrides: other constructor arguments that replace the architecture's.
-
-        Returns:
-            A built `VisionTransformer`.
-
-        Raises:
-            ValueError: for an unknown name (the message lists the names) or an override
-                that is not a constructor argument.
+            num_classes: number of classes; `len(class_names)` when only those are given,
+                else the architecture's (1000 or 10).
+            **overrides: other constructor arguments that replace the architecture's (an
+                unknown name or argument is a ValueError that lists the known ones).
         """
+        if num_classes is None and overrides.get("class_names") is not None:
+            num_classes = len(overrides["class_names"])
         if num_classes is not None:
             overrides["num_classes"] = num_classes
-        return cls(**architecture_config(cls, name, overrides))
+        model = cls(**architecture_config(cls, name, overrides))
+        model.preset_name = name  # what `zoo.export(model)` names it
+        return model
 
     @classmethod
-    def from_preset(cls, name: str) -> "VisionTransformer":
+    def from_preset(cls, name: str, num_classes: int | None = None,
+                    class_names: Sequence[str] | None = None) -> "VisionTransformer":
         """A trained model: a shipped name ("vit-cifar10"), a model file or folder, a URL or
-        a hub handle ("hf://google/vit-base-patch16-224"). As in keras-hub, a preset means
-        trained weights; untrained shapes come from `from_architecture`."""
-        return load_preset(cls, name)
+        a hub handle ("hf://google/vit-base-patch16-224"); with `num_classes` or
+        `class_names` other than its own, a new head for them (`with_new_head`). As in
+        keras-hub, a preset means trained weights; untrained shapes: `from_architecture`."""
+        return load_preset(cls, name, num_classes=num_classes, class_names=class_names)
 
     @staticmethod
     def architectures() -> list[str]:

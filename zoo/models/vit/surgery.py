@@ -1,5 +1,6 @@
 """Model surgery on a Vision Transformer: a new model with this one's weights at another image
-size (the position grid interpolated), with other training options, or without some heads.
+size (the position grid interpolated), with other training options, a new head, or without
+some heads.
 
 `VisionTransformer` takes these methods from `VisionTransformerSurgery`; none changes the model
 it is called on. Each new model is made by `from_config`, so that it saves and loads.
@@ -14,7 +15,7 @@ from keras import ops
 
 from zoo.errors import UserError
 from zoo.layers.position_embedding import interpolate_position_embedding_2d
-from zoo.layers.validation import image_size_pair, is_int
+from zoo.layers.validation import image_size_pair, is_int, positive_int
 from zoo.models.architectures import copy_weights, training_option_changes
 
 if TYPE_CHECKING:
@@ -88,6 +89,41 @@ class VisionTransformerSurgery:
             A new `VisionTransformer` (not compiled).
         """
         return self._rebuilt(training_option_changes(dropout, attention_dropout, dtype))
+
+    def with_new_head(self, num_classes: int | None = None,
+                      class_names: Sequence[str] | None = None) -> "VisionTransformer":
+        """A new model with a freshly initialised head for other classes (timm's
+        `reset_classifier`, keras-hub's `from_preset(..., num_classes=)`); every other weight
+        is copied, and the head starts as `head_initializer` says (zeros in the paper: uniform
+        predictions).
+
+        Args:
+            num_classes: the new number of classes; `len(class_names)` when None.
+            class_names: their names; "class_<i>" when None.
+
+        Returns:
+            A new `VisionTransformer` (it compiles itself on its first `fit`).
+
+        Raises:
+            UserError: neither argument, `num_classes` not a positive int, or names that do
+                not number `num_classes`.
+        """
+        if num_classes is None and class_names is None:
+            raise UserError("with_new_head needs num_classes or class_names")
+        if num_classes is None:
+            num_classes = len(class_names)  # type: ignore[arg-type]
+        positive_int(num_classes, "num_classes", error=UserError)
+        if class_names is not None and len(class_names) != num_classes:
+            raise UserError(f"{len(class_names)} class names for num_classes={num_classes}")
+        config = {**self.get_config(), "num_classes": num_classes,
+                  "class_names": None if class_names is None else list(class_names)}
+        config.pop("name", None)
+        new = type(self).from_config(config)
+        head, new_head = ({id(v) for v in m.head.weights} for m in (self, new))
+        for old, target in zip([v for v in self.weights if id(v) not in head],
+                               [v for v in new.weights if id(v) not in new_head], strict=True):
+            target.assign(ops.cast(old, target.dtype))
+        return new
 
     def _rebuilt(self, changes: dict[str, Any], method: str = "bicubic"
                  ) -> "VisionTransformer":

@@ -39,9 +39,9 @@ to 0; about 6 minutes each on 2 cores), the published model, then the zoo's conv
 
     P="--limit-per-class 1100 --patch 8 --depth 4 --steps 300 --warmup-steps 100 \\
        --final-lr 0 --log-every 25 --lr 1e-3"
-    python benchmarks/vit_reference.py $P --init torch --attention-scale width --heads 12 \\
+    python benchmarks/studies/vit_reference.py $P --init torch --attention-scale width --heads 12 \\
         --mlp-final-gelu --pixels meanstd --optimizer adam --weight-decay 5e-5
-    python benchmarks/vit_reference.py $P --init glorot --attention-scale head --heads 8 \\
+    python benchmarks/studies/vit_reference.py $P --init glorot --attention-scale head --heads 8 \\
         --pixels pm1 --optimizer adamw --weight-decay 0.05 --clipnorm 1.0 --dropout 0.1
 
 On a GPU machine with JAX only, set KERAS_BACKEND=jax (the probe gradient norm is then not

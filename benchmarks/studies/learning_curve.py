@@ -1,6 +1,6 @@
 """Validation score per epoch of one or more training runs, as a PNG for a model card.
 
-    python benchmarks/learning_curve.py --metric val_accuracy --percent \\
+    python benchmarks/studies/learning_curve.py --metric val_accuracy --percent \\
         --run "vit-cifar-tiny, 24 epochs=~/zoo-runs/vit-cifar10/metrics.json" \\
         --prefix "vit-cifar-tiny, 24 epochs=0.377,0.413" \\
         --output saved_models/vit-cifar10/learning_curve.png
@@ -12,7 +12,7 @@ the earlier epochs with `--prefix LABEL=V1,V2,...` (read off the earlier logs, i
 metric's own units). A run scored every few epochs (the translator's validation BLEU) is
 given by its points, `--points LABEL=EPOCH:VALUE,...`:
 
-    python benchmarks/learning_curve.py --ylabel "validation BLEU" \
+    python benchmarks/studies/learning_curve.py --ylabel "validation BLEU" \
         --points "dropout 0.2=5:24.27,10:34.61,15:35.86" --points "dropout 0.1=5:28.87" \
         --output saved_models/translator-multi30k-en-de/learning_curve.png
 """
@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from zoo.recipes.plots import plot_learning_curves  # noqa: E402
 

@@ -8,9 +8,9 @@
 #   bash ../shared/gpu/wheels.sh                   # Keras and keras-hub wheels into .whl/
 #   mkdir -p carry && cp -r ../shared/data/cifar10/cifar10-train-jpg.tar.gz ../shared/data/multi30k carry/
 # Each device call (carry: [".whl", "carry"]), chained within the machine's idle time:
-#   bash docs/gpu-runs.sh SECONDS [start NAME vit|translator FLAGS... ';'] [kill NAME] [fetch]
-# e.g.  bash docs/gpu-runs.sh 240 start A vit --epochs 200 ';' start B vit --learning-rate 1e-4
-#       bash docs/gpu-runs.sh 480 kill A fetch
+#   bash benchmarks/gpu/runs.sh SECONDS [start NAME vit|translator FLAGS... ';'] [kill NAME] [fetch]
+# e.g.  bash benchmarks/gpu/runs.sh 240 start A vit --epochs 200 ';' start B vit --learning-rate 1e-4
+#       bash benchmarks/gpu/runs.sh 480 kill A fetch
 # (`start` fills in the data, the validation split, bfloat16 and the output folder).
 # It watches for SECONDS (or until no run is left), printing each run's latest epoch every 30 s;
 # it always returns the runs' logs and metrics as $OUT/logs.tgz, and with `fetch` the finished

@@ -1,6 +1,6 @@
 """Accuracy of a trained ViT against the number of attention heads pruned away.
 
-    python benchmarks/head_pruning.py --model vit-cifar10 \
+    python benchmarks/studies/head_pruning.py --model vit-cifar10 \
         --data ../shared/data/cifar10/cifar10-train-jpg.tar.gz [--limit-per-class 100]
 
 The images are the recipe's held-out validation split of `--data` (`--validation-size` and
@@ -10,18 +10,19 @@ Each head's importance is the validation accuracy left when that head alone is s
 (its rows of the output projection zeroed). Heads are then removed with
 `VisionTransformer.prune_heads`, least important first, keeping at least one head per block,
 and the pruned model is evaluated after each removal: the seed notes' observation that many
-heads can go at little cost, measured. Writes benchmarks/results/head_pruning.json.
+heads can go at little cost, measured. Writes
+benchmarks/results/head_pruning-MODEL-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 
 import zoo
+from zoo.bench.report import write_benchmark
 from zoo.training.image_data import train_validation_split
 from zoo.recipes.vit import ViTRecipe, load_images
 
@@ -57,8 +58,8 @@ def main() -> None:
     parser.add_argument("--limit-per-class", type=int, default=100)
     parser.add_argument("--workdir", default="runs/head_pruning",
                         help="where an archive is extracted")
-    parser.add_argument("--output", default=str(Path(__file__).parent / "results" /
-                                                "head_pruning.json"))
+    parser.add_argument("--output", help="default: benchmarks/results/head_pruning-MODEL-"
+                                          "HOST-DATE.json")
     args = parser.parse_args()
 
     model = zoo.load(args.model)
@@ -93,9 +94,8 @@ def main() -> None:
               "single_head_importance": {f"block{b}/head{h}": a
                                          for (b, h), a in importance.items()},
               "curve": rows}
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(rows, indent=2))
+    write_benchmark(__file__, result, variant=args.model, output=args.output)
 
 
 if __name__ == "__main__":

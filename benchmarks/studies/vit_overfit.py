@@ -1,6 +1,6 @@
 """How far a trained ViT fits its own training images, against its held-out validation split.
 
-    python benchmarks/vit_overfit.py --model vit-cifar10 \
+    python benchmarks/studies/vit_overfit.py --model vit-cifar10 \
         --data ../shared/data/cifar10/cifar10-train-jpg.tar.gz [--images 2000]
 
 Scores the model on `--images` images drawn at random (`--sample-seed`) from the recipe's
@@ -8,18 +8,18 @@ training split of `--data` (`--validation-size` and `--seed` as in `zoo train vi
 are, after the recipe's crop and flip, and with RandAugment (2 operations) at magnitudes 0.5
 and 0.9 added; and on the held-out validation split. A clean training score far above the
 validation score says the model overfits, whatever its accuracy on augmented images was
-during training. Writes benchmarks/results/vit_overfit.json.
+during training. Writes benchmarks/results/vit_overfit-MODEL-HOST-DATE.json
+(`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
 
 import zoo
+from zoo.bench.report import write_benchmark
 from zoo.training.augmentation import compiled_augmentation
 from zoo.training.image_data import train_validation_split
 from zoo.recipes.vit import ViTRecipe, evaluate_arrays, load_images, recipe_augmentation
@@ -39,8 +39,8 @@ def main() -> None:
     parser.add_argument("--validation-size", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sample-seed", type=int, default=1)
-    parser.add_argument("--output", default=str(Path(__file__).parent / "results"
-                                                / "vit_overfit.json"))
+    parser.add_argument("--output", help="default: benchmarks/results/vit_overfit-MODEL-"
+                                          "HOST-DATE.json")
     args = parser.parse_args()
 
     recipe = ViTRecipe(data=args.data, validation_size=args.validation_size, seed=args.seed,
@@ -68,9 +68,7 @@ def main() -> None:
               "settings": {"images": args.images, "validation_size": args.validation_size,
                            "seed": args.seed, "sample_seed": args.sample_seed},
               "top1": {name: round(score, 4) for name, score in scores.items()}}
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.output}")
+    write_benchmark(__file__, result, variant=args.model, output=args.output)
 
 
 if __name__ == "__main__":

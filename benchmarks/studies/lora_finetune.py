@@ -1,6 +1,6 @@
 """Full fine-tuning against LoRA: trainable parameters, accuracy, step time and memory.
 
-    python benchmarks/lora_finetune.py [--model vit-cifar10]
+    python benchmarks/studies/lora_finetune.py [--model vit-cifar10]
         [--data /usr/share/datasets/fashion-mnist] [--limit-per-class 500]
         [--validation-size 1000] [--epochs 3] [--ranks 4 8 16]
 
@@ -16,21 +16,20 @@ RSS) is its own: it counts the interpreter, Keras and the images too, which ever
 so compare differences. Step time is the median of the timed steps (the first step of each
 epoch, which compiles, is left out). Validation accuracy is top-1 on `--validation-size`
 images held out from `--data` as `zoo finetune` holds them out (stratified, `--seed`).
-Writes benchmarks/results/lora_finetune.json (or `--output`).
+Writes benchmarks/results/lora_finetune-HOST-DATE.json (`zoo.bench.report.result_name`),
+or `--output`; step times by the harness's clock (`zoo.bench.steps.Stopwatch`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -41,6 +40,7 @@ def fine_tune(args: argparse.Namespace, rank: int | None) -> dict:
     import numpy as np
 
     import zoo
+    from zoo.bench.steps import Stopwatch
     from zoo.recipes.finetune import replace_head
     from zoo.recipes.vit import load_images
     from zoo.recipes.settings import ViTFinetuneRecipe
@@ -64,12 +64,15 @@ def fine_tune(args: argparse.Namespace, rank: int | None) -> dict:
     step_ms: list[float] = []
 
     class StepTimes(keras.callbacks.Callback):
+        watch = Stopwatch()
+
         def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
-            self.started = time.perf_counter()
+            self.watch.start()
 
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            seconds = self.watch.stop()
             if batch > 0:  # the first step of an epoch may compile
-                step_ms.append(1000 * (time.perf_counter() - self.started))
+                step_ms.append(1000 * seconds)
 
     model.fit(images[train], labels[train], batch_size=args.batch_size, epochs=args.epochs,
               shuffle=True, callbacks=[StepTimes()], verbose=0)
@@ -102,8 +105,8 @@ def parse_args() -> argparse.Namespace:
                         help="of full fine-tuning")
     parser.add_argument("--lora-learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=str(Path(__file__).parent / "results" /
-                                                "lora_finetune.json"))
+    parser.add_argument("--output", help="default: benchmarks/results/lora_finetune-HOST-"
+                                          "DATE.json")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # "full" or a rank
     return parser.parse_args()
 
@@ -119,6 +122,8 @@ def main() -> None:
                  "folder of class folders)")
     import keras
 
+    from zoo.bench.report import write_benchmark
+
     passed = [flag for flag in sys.argv[1:]]  # every worker gets the same settings
     runs = []
     for setting in ["full", *map(str, args.ranks)]:
@@ -132,11 +137,9 @@ def main() -> None:
               f"top-1 {run['validation_top1']:.4f}  step {run['step_ms']} ms  "
               f"peak RSS {run['peak_rss_mib']:,.0f} MiB", flush=True)
     settings = {k: v for k, v in vars(args).items() if k not in ("worker", "output")}
-    result = {"benchmark": "lora_finetune", "machine": platform.machine(),
-              "backend": keras.backend.backend(), "settings": settings, "runs": runs}
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.output}")
+    result = {"benchmark": "lora_finetune", "backend": keras.backend.backend(),
+              "settings": settings, "runs": runs}
+    write_benchmark(__file__, result, output=args.output)
 
 
 if __name__ == "__main__":

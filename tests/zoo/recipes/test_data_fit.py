@@ -1,0 +1,112 @@
+"""Defaults that fit a small folder: the validation split is a tenth of the data (at most
+5,000), a batch larger than the training split is reduced, a run inside its warm-up says so,
+and `zoo train vit` refuses what the data cannot honour before TensorFlow loads."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zoo.errors import UserError
+from zoo.recipes.data_fit import count_images, default_validation_size, fit_to_data
+from zoo.recipes.settings import ViTFinetuneRecipe, ViTRecipe
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("images, expected", [
+    (2, 1), (10, 1), (48, 5), (1_000, 100), (49_999, 5_000), (50_000, 5_000),
+    (1_000_000, 5_000)])
+def test_the_default_split_is_a_tenth_capped_at_5000(images, expected):
+    assert default_validation_size(images) == expected
+
+
+def test_both_recipes_default_to_the_fitted_split():
+    assert ViTRecipe().validation_size is None and ViTFinetuneRecipe().validation_size is None
+    assert fit_to_data(ViTRecipe(data="d"), 48, say=lambda _: None).validation_size == 5
+
+
+@pytest.fixture
+def small_folder(tmp_path):
+    for name, count in (("cat", 5), ("dog", 3), (".hidden", 4)):
+        (tmp_path / "small" / name).mkdir(parents=True)
+        for i in range(count):
+            (tmp_path / "small" / name / f"{i}.png").write_bytes(b"not decoded when counted")
+    (tmp_path / "small" / "cat" / "notes.txt").write_text("not an image")
+    return tmp_path / "small"
+
+
+def test_count_images_counts_what_the_run_reads(small_folder, tmp_path):
+    assert count_images(str(small_folder)) == 8
+    assert count_images(str(small_folder), limit_per_class=4) == 7
+    idx = tmp_path / "idx"
+    idx.mkdir()
+    labels = bytes([0, 0, 8, 1]) + (6).to_bytes(4, "big") + bytes([0, 1, 1, 2, 2, 2])
+    (idx / "train-labels-idx1-ubyte.gz").write_bytes(gzip.compress(labels))
+    (idx / "train-images-idx3-ubyte.gz").write_bytes(b"")
+    assert count_images(str(idx)) == 6 and count_images(str(idx), limit_per_class=2) == 5
+
+
+@pytest.mark.parametrize("data", ["tfds:cifar10", "images.tar.gz", "no-such-folder", None])
+def test_what_cannot_be_counted_cheaply_is_counted_after_loading(data):
+    assert count_images(data) is None
+
+
+@pytest.mark.parametrize("settings, images, message", [
+    (dict(validation_size=48), 48, "--validation-size 48 leaves no training images: --data "
+                                   "d holds 48; give at most 47, or leave it out (a tenth: 5)"),
+    (dict(validation_size=5000), 4_999, "--validation-size 5000 leaves no training images"),
+    (dict(), 1, "--data d holds 1 image(s); a training run needs at least two"),
+])
+def test_a_split_the_data_cannot_honour_is_one_line_naming_the_flag(settings, images,
+                                                                     message):
+    with pytest.raises(UserError) as error:
+        fit_to_data(ViTRecipe(data="d", **settings), images)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_a_batch_larger_than_the_training_split_is_reduced_and_said():
+    said = []
+    fitted = fit_to_data(ViTRecipe(data="d", batch_size=128, epochs=10), 48, say=said.append)
+    assert fitted.batch_size == 43 and fitted.validation_size == 5
+    assert said == ["zoo: --batch-size 128 is more than the 43 training images; using "
+                    "--batch-size 43"]
+
+
+@pytest.mark.parametrize("epochs, warmup, noted", [(1, 5, True), (5, 5, True), (6, 5, False),
+                                                   (1, 0, False)])
+def test_a_run_inside_its_warm_up_says_it_learns_little(epochs, warmup, noted):
+    said = []
+    recipe = ViTRecipe(data="d", batch_size=8, epochs=epochs, warmup_epochs=warmup)
+    assert fit_to_data(recipe, 1000, say=said.append).batch_size == 8
+    assert bool(said) == noted
+    if noted:
+        assert said[0].startswith(f"zoo: note: --epochs {epochs} is not more than "
+                                  f"--warmup-epochs {warmup}")
+
+
+def test_zoo_train_vit_refuses_a_small_folder_before_tensorflow_loads(small_folder):
+    code = f"""
+        import sys
+        from zoo.cli.main import main
+        try:
+            status = main(["train", "vit", "--data", {str(small_folder)!r},
+                           "--validation-size", "8", "--output", "unused-run"])
+        except SystemExit as stop:
+            status = stop.code
+        print(status, sorted(m for m in ("tensorflow", "keras") if m in sys.modules))
+    """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=small_folder,
+                            capture_output=True, text=True, timeout=120, env=os.environ)
+    assert result.stdout.split("\n")[-2] == "2 []"
+    assert result.stderr == ("zoo: error: --validation-size 8 leaves no training images: "
+                             f"--data {small_folder} holds 8; give at most 7, or leave it "
+                             "out (a tenth: 1)\n")
+    assert not (small_folder / "unused-run").exists()

@@ -1,0 +1,93 @@
+"""Settings that fit the data: a ViT run's validation split, batch and warm-up, checked
+against the number of images.
+
+`zoo train vit` and `zoo finetune vit` count a folder of class folders or an IDX folder
+before TensorFlow loads (`count_images`), so that a setting the data cannot honour is refused
+in a second, not after the imports; `zoo.recipes.vit.train_vit` applies `fit_to_data` again to
+the images it loaded (archives and TFDS sets are counted only then). Messages name the flags
+as typed, since the recipe's fields are the flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from zoo.errors import UserError
+
+# The validation split when --validation-size is not given: a tenth of the images, at most
+# 5,000 (CIFAR-10's usual hold-out of its 50,000 training images).
+VALIDATION_SHARE = 0.1
+MAX_DEFAULT_VALIDATION = 5000
+
+
+def default_validation_size(num_images: int) -> int:
+    """A tenth of `num_images`, at least 1 and at most 5,000."""
+    return min(MAX_DEFAULT_VALIDATION, max(1, round(VALIDATION_SHARE * num_images)))
+
+
+def count_images(data: str | None, limit_per_class: int | None = None) -> int | None:
+    """How many images a run on `data` reads, counted without decoding or TensorFlow: a
+    folder of class folders (as `scan_image_folder` lists it) or an MNIST-style IDX folder;
+    None for what cannot be counted so cheaply (an archive, a TFDS name, a missing path)."""
+    from zoo.training.idx_data import is_idx_folder, read_idx
+    from zoo.training.image_files import scan_image_folder
+
+    if not data or data.startswith("tfds:") or not os.path.isdir(data):
+        return None
+    if is_idx_folder(data):
+        found = [Path(data) / f"train-labels-idx1-ubyte{ext}" for ext in ("", ".gz")]
+        labels = [read_idx(p) for p in found if p.exists()]
+        if not labels:
+            return None
+        per_class = [int((labels[0] == c).sum()) for c in set(labels[0].tolist())]
+    else:
+        _, labels, names = scan_image_folder(data)
+        per_class = [int((labels == c).sum()) for c in range(len(names))]
+    if limit_per_class:
+        per_class = [min(n, limit_per_class) for n in per_class]
+    return sum(per_class)
+
+
+def fit_to_data(recipe: Any, num_images: int, say: Callable[[str], None] = print) -> Any:
+    """The ViT recipe with its validation split resolved and its batch fitted to the data.
+
+    - `validation_size` None becomes `default_validation_size(num_images)`; a split that
+      leaves no training image is refused.
+    - A `batch_size` larger than the training split is reduced to it, said on stdout.
+    - A run whose epochs all fall in the warm-up (`epochs <= warmup_epochs`: the rate never
+      reaches its peak and decays from it) is said to learn little, on stdout.
+
+    Args:
+        recipe: a `ViTRecipe` (or `ViTFinetuneRecipe`).
+        num_images: the images the run reads.
+        say: where the notes go (`print`: stdout).
+
+    Returns:
+        A new recipe (`dataclasses.replace`); the given one is unchanged.
+
+    Raises:
+        UserError: fewer than two images, or a `--validation-size` that leaves none to train.
+    """
+    if num_images < 2:
+        raise UserError(f"--data {recipe.data} holds {num_images} image(s); a training run "
+                        "needs at least two (one to train on, one to validate)")
+    validation = recipe.validation_size or default_validation_size(num_images)
+    if validation >= num_images:
+        raise UserError(
+            f"--validation-size {validation} leaves no training images: --data {recipe.data} "
+            f"holds {num_images}; give at most {num_images - 1}, or leave it out (a tenth: "
+            f"{default_validation_size(num_images)})")
+    training = num_images - validation
+    changes: dict[str, Any] = {"validation_size": validation}
+    if recipe.batch_size > training:
+        say(f"zoo: --batch-size {recipe.batch_size} is more than the {training} training "
+            f"images; using --batch-size {training}")
+        changes["batch_size"] = training
+    if recipe.epochs <= recipe.warmup_epochs:
+        say(f"zoo: note: --epochs {recipe.epochs} is not more than --warmup-epochs "
+            f"{recipe.warmup_epochs}: the learning rate is still warming up when the run "
+            "ends, so it learns little; give --warmup-epochs 0 or more --epochs")
+    return dataclasses.replace(recipe, **changes)
