@@ -25,7 +25,7 @@ PROBED = {
     "torchvision": "timm imports it; the bench stands a stub in where no wheel fits the torch",
 }
 # Optional packages that are not installed here: their import name is their distribution.
-NOT_INSTALLED = {"ctranslate2": "ctranslate2"}
+NOT_INSTALLED = {"ctranslate2": "ctranslate2", "apache_beam": "apache-beam"}
 
 
 def _normal(name: str) -> str:
