@@ -146,6 +146,8 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> P
             write(path)
         return path
     refuse_link(path)
+    if path.is_dir():  # os.replace would fail on it only after the whole write
+        raise IsADirectoryError(f"{path} is a folder; give a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(path.parent)
     temporary = path.with_name(

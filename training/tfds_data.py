@@ -5,14 +5,22 @@ The recipes take a TFDS dataset wherever they take data, as `tfds:NAME[:SPLIT]`:
 `tfds:ted_hrlr_translate/pt_to_en`. NAME may carry a config (`NAME/CONFIG`) and a version
 (`NAME:1.2.3`). Data is read and downloaded by TFDS's own rules: its data folder is
 `$TFDS_DATA_DIR` (default `~/tensorflow_datasets`), and a dataset that is not there yet is
-downloaded and prepared on first use. TensorFlow and `tensorflow_datasets` are imported inside
+downloaded and prepared on first use. Before that download everything is checked from TFDS's
+registered builder (no download): the name, the kind (class labels, or the languages) and,
+where TFDS knows the splits, the split. A dataset that is not there is refused in one line,
+at once, where offline mode is on (`ZOO_OFFLINE=1`, or `TFDS_OFFLINE`, `HF_DATASETS_OFFLINE`,
+`HF_HUB_OFFLINE`), and within seconds where the network cannot be reached (TFDS itself would
+retry for minutes and end in a `requests` traceback). TensorFlow and `tensorflow_datasets` are imported inside
 the functions, so parsing a spec costs nothing.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import os
 import re
+import socket
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +29,10 @@ from zoo.layers.validation import image_size_pair, positive_int
 from .errors import UserError
 
 PREFIX = "tfds:"
+OFFLINE_VARIABLES = ("ZOO_OFFLINE", "TFDS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+# TFDS's mirror of prepared datasets: reachable within seconds wherever TFDS can download.
+_PROBE = ("storage.googleapis.com", 443)
+PROBE_SECONDS = 5.0
 _VERSION = re.compile(r"^(\d+|\*)\.(\d+|\*)\.(\d+|\*)$")
 
 
@@ -75,6 +87,7 @@ def _tfds() -> Any:
     return tfds
 
 
+@functools.lru_cache(maxsize=16)
 def tfds_builder(name: str) -> Any:
     """TFDS's builder of `name` (nothing is downloaded), or one line when TFDS has no such
     dataset, with the nearest names it has.
@@ -99,9 +112,47 @@ def tfds_builder(name: str) -> Any:
         raise UserError(f"{PREFIX}{name}: {reason}{known_configs}") from None
 
 
+def offline_variable(environ: Any = os.environ) -> str | None:
+    """The first of `OFFLINE_VARIABLES` set to a true value (1, true, yes, on), else None."""
+    for name in OFFLINE_VARIABLES:
+        if environ.get(name, "").strip().lower() in ("1", "true", "yes", "on"):
+            return name
+    return None
+
+
+def require_data(builder: Any, spec: TfdsSpec, probe: tuple[str, int] = _PROBE,
+                 seconds: float = PROBE_SECONDS) -> None:
+    """Checks, before TFDS downloads anything, that the split exists (where TFDS knows the
+    splits) and that the data is in TFDS's data folder or can be downloaded.
+
+    Raises:
+        UserError: an unknown split; or the dataset is not prepared and offline mode is on,
+            or the network does not answer within `seconds`; one line naming the spec.
+    """
+    known = dict(getattr(builder.info, "splits", {}) or {})
+    base_splits = {part.split("[")[0].strip() for part in spec.split.split("+")}
+    unknown = sorted(base_splits - set(known)) if known else []
+    if unknown:
+        raise UserError(f"{spec}: no split {unknown[0]!r}; it has {', '.join(sorted(known))}")
+    if builder.is_prepared():
+        return
+    where = f"{spec} is not in TFDS's data folder ({builder.data_dir})"
+    variable = offline_variable()
+    if variable:
+        raise UserError(f"{where}, and {variable} forbids downloading it; prepare it where "
+                        "there is a network and point TFDS_DATA_DIR at a copy")
+    try:
+        socket.create_connection(probe, timeout=seconds).close()
+    except OSError as error:
+        raise UserError(f"{where}, and it cannot be downloaded: the network does not answer "
+                        f"({error.strerror or error}); prepare it where there is one, or set "
+                        "TFDS_DATA_DIR to a copy") from None
+
+
 def _load(spec: TfdsSpec, **kwargs: Any) -> Any:
-    """`tfds.load` of the spec, with a bad split said in one line."""
+    """`tfds.load` of the spec after `require_data`, with a bad split said in one line."""
     tfds = _tfds()
+    require_data(tfds_builder(spec.name), spec)
     try:
         return tfds.load(spec.name, split=spec.split, **kwargs)
     except ValueError as error:
@@ -160,6 +211,7 @@ def tfds_image_dataset(
     import tensorflow as tf
 
     read_config = tfds.ReadConfig(shuffle_seed=seed) if shuffle else None
+    class_label_names(tfds_builder(name), TfdsSpec(name, split))  # the kind, before download
     dataset = _load(TfdsSpec(name, split), as_supervised=True, shuffle_files=shuffle,
                     read_config=read_config)
 
@@ -248,14 +300,24 @@ def tfds_translation_pairs(
         UserError: an unknown dataset or split, or languages the dataset does not hold.
     """
     spec = parse_tfds_spec(spec) if isinstance(spec, str) else spec
-    tfds_builder(spec.name)  # an unknown name in one line, before any download
+    builder = tfds_builder(spec.name)  # an unknown name in one line, before any download
+    languages = sorted(getattr(builder.info.features, "languages", None) or [])
+    if not languages:
+        raise UserError(f"{spec} is not a translation dataset (its features: "
+                        f"{type(builder.info.features).__name__})")
+    _check_languages(spec, languages, source_lang, target_lang)  # before the download
     dataset = _load(spec, shuffle_files=False)
-    languages = sorted(getattr(dataset, "element_spec", {}) or {})
+    _check_languages(spec, sorted(getattr(dataset, "element_spec", {}) or {}), source_lang,
+                     target_lang)
+    return [(example[source_lang].decode("utf-8").strip(),
+             example[target_lang].decode("utf-8").strip())
+            for example in dataset.as_numpy_iterator()]
+
+
+def _check_languages(spec: TfdsSpec, languages: list[str], source_lang: str,
+                     target_lang: str) -> None:
     if source_lang not in languages or target_lang not in languages or (
             source_lang == target_lang):
         raise UserError(f"{spec} holds the languages {', '.join(languages) or 'none'}; "
                         f"--source-lang {source_lang} --target-lang {target_lang} must be two "
                         "of them")
-    return [(example[source_lang].decode("utf-8").strip(),
-             example[target_lang].decode("utf-8").strip())
-            for example in dataset.as_numpy_iterator()]

@@ -19,6 +19,15 @@ tfds = pytest.importorskip("tensorflow_datasets")
 pytest.importorskip("tensorflow")
 
 
+@pytest.fixture(autouse=True)
+def _mock_data_counts_as_prepared(monkeypatch):
+    """TFDS's mock data is never in the data folder: `require_data` (which would probe the
+    network for its download) stands aside; tests/training/test_tfds_offline.py tests it."""
+    from zoo.training import tfds_data
+
+    monkeypatch.setattr(tfds_data, "require_data", lambda builder, spec, **kwargs: None)
+
+
 @pytest.mark.parametrize("spec, expected", [
     ("tfds:cifar10", ("cifar10", "train")),
     ("tfds:cifar100:test", ("cifar100", "test")),

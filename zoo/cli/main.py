@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         contextlib.nullcontext())
     status = 0
     note_interrupts()
+    utf8_stdout()
     with quiet, own_warnings_in_one_line(not (verbose or args.verbose)):
         try:
             if args.command in TENSORFLOW_COMMANDS:
@@ -126,6 +127,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
     return status if isinstance(status, int) else 0
+
+
+def utf8_stdout(stream: Any = None) -> None:
+    """Makes stdout write UTF-8 where its encoding cannot write every character (an ASCII or
+    C locale, `PYTHONIOENCODING=ascii`): a translation with an umlaut was a
+    UnicodeEncodeError traceback there. UTF-8 bytes lose nothing (a pipe or file receives the
+    exact text); the error handler stays the stream's own."""
+    import codecs
+
+    stream = sys.stdout if stream is None else stream
+    encoding = getattr(stream, "encoding", None)
+    if not encoding or not hasattr(stream, "reconfigure"):
+        return
+    if codecs.lookup(encoding).name not in ("utf-8", "utf-16", "utf-32", "utf-8-sig"):
+        with contextlib.suppress(OSError, ValueError):
+            stream.reconfigure(encoding="utf-8")
 
 
 def _interrupted_exit() -> int:

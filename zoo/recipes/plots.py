@@ -19,12 +19,25 @@ def _figure(width: float, height: float) -> Any:
 
 def _save(fig: Any, path: str | os.PathLike) -> None:
     """Saves the figure at `path` whole or not at all (a full disk leaves no half-written
-    picture and names `path`); the format is `path`'s suffix."""
+    picture and names `path`); the format is `path`'s suffix (PNG where it has none).
+
+    Raises:
+        zoo.UserError: a suffix that names no picture format matplotlib writes.
+        IsADirectoryError: `path` is a folder."""
     from zoo.training.file_store import write_atomically
 
+    from zoo.errors import UserError
+
+    # The format is named, not left to the suffix: the temporary file's name must not decide
+    # it, and a name without a suffix (`--attention out`) is a PNG.
+    kind = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or "png"
+    supported = fig.canvas.get_supported_filetypes()
+    if kind not in supported:
+        raise UserError(f"cannot draw a picture as .{kind} ({os.fspath(path)}); use one of "
+                        f"{', '.join('.' + k for k in sorted(supported))}")
     fig.tight_layout()
     # "tight": the saved area grows to hold every label, title and colorbar (none clipped).
-    write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=120,
+    write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=120, format=kind,
                                                          bbox_inches="tight"))
 
 

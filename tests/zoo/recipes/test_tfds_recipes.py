@@ -12,6 +12,15 @@ from zoo.recipes.translator import TranslatorRecipe, load_pairs
 tfds = pytest.importorskip("tensorflow_datasets")
 
 
+@pytest.fixture(autouse=True)
+def _mock_data_counts_as_prepared(monkeypatch):
+    """TFDS's mock data is never in the data folder: `require_data` (which would probe the
+    network for its download) stands aside; tests/training/test_tfds_offline.py tests it."""
+    from zoo.training import tfds_data
+
+    monkeypatch.setattr(tfds_data, "require_data", lambda builder, spec, **kwargs: None)
+
+
 @pytest.mark.slow
 def test_train_and_evaluate_vit_on_a_tfds_dataset(tmp_path, capsys, monkeypatch):
     from tests.zoo.recipes.test_vit_training import MICRO
