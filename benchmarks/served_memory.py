@@ -58,7 +58,7 @@ CASES = {
     "vit 2 x 40 MP JPEGs": (
         "vit-cifar10/1", "serving_default",
         "{'images': np.array([jpeg(5000, 8000, seed=i) for i in range(2)], dtype=object)}",
-        "two 8000 x 5000 JPEGs (MAX_PIXELS each; under 32 MiB each, 64 MiB together)"),
+        "two 8000 x 5000 JPEGs (MAX_PIXELS each)"),
     "vit pixels 64 MiB": (
         "vit-cifar10/1", "classify_pixels",
         "{'pixels': np.full((1, 2364, 2364, 3), 100, 'float32')}",

@@ -67,8 +67,8 @@ def feed(kind: str, chosen: list[Any]) -> np.ndarray:
 def same(answer: dict, row: int, expected: dict) -> bool:
     """Whether row `row` of `answer` equals the single-item answer `expected`."""
     for key, value in expected.items():
-        got = answer[key][row]
-        if value.dtype == object or value.dtype.kind in "iub":
+        got, value = np.asarray(answer[key][row]), np.asarray(value)
+        if value.dtype.kind not in "fc":  # strings, ids: equal
             if not np.array_equal(got, value):
                 return False
         elif not np.allclose(got, value, rtol=0, atol=1e-5):
