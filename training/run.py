@@ -97,8 +97,8 @@ def resume(model: keras.Model, out: Path, facts: dict | None = None) -> int:
 
 def tensorflow_installed() -> bool:
     """Whether TensorFlow can be imported here, without importing it (the lent GPU machine
-    has JAX and no TensorFlow). A finder that refuses the name, as the tests' stand-in for
-    such a machine does, counts as absent."""
+    has JAX and no TensorFlow). A meta-path finder that raises ModuleNotFoundError for the
+    name (one way to stand in for such a machine) counts as absent too."""
     try:
         return importlib.util.find_spec("tensorflow") is not None
     except ImportError:
