@@ -2,7 +2,7 @@
 1 and 2 workers) against `zoo translate` / `zoo classify` on the same input.
 
     python benchmarks/pipeline_throughput.py --sentences 200 --images 1000 \
-        --output benchmarks/results/pipeline_throughput.json
+        --output benchmarks/results/pipeline_throughput-avx512-2026-11-27.json
 
 Each figure is one run of the whole command, start-up included (loading TensorFlow and the
 model, and for the pipeline starting Beam's workers): what a user waits for. The shipped
@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--work", default="/tmp/zoo-pipeline-bench")
-    parser.add_argument("--output", default="benchmarks/results/pipeline_throughput.json")
+    parser.add_argument("--output", default="benchmarks/results/pipeline_throughput-avx512-2026-11-27.json")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

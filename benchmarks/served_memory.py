@@ -4,7 +4,7 @@ runs it: a fresh process, XLA off, the export in a TF1 session with its warm-up 
 
     python benchmarks/served_memory.py prepare --output /tmp/served   # the exports (minutes)
     python benchmarks/served_memory.py measure /tmp/served \
-        --output benchmarks/results/served_memory.json
+        --output benchmarks/results/served_memory-avx512-2026-11-27.json
 
 `prepare` exports the shipped translator (beam 4) and ViT, all-MiniLM-L6-v2 (where its
 weights are installed) and an untrained hybrid ViT with a batch-normalised VGG stem

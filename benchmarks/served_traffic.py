@@ -4,7 +4,7 @@ warm-up replayed (`zoo.serving.session.ServedModel`).
 
     python benchmarks/served_memory.py prepare --output /tmp/served   # the exports
     python benchmarks/served_traffic.py /tmp/served --seconds 4 \
-        --output benchmarks/results/served_traffic.json
+        --output benchmarks/results/served_traffic-avx512-2026-11-27.json
 
 For each export and 1, 8 and 32 client threads: each thread sends requests of 1 to 4 items
 (real sentences or CIFAR-10 JPEGs, drawn at random, so that every item meets different
