@@ -9,9 +9,12 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALLED = ("zoo", "layers", "training")
