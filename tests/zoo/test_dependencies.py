@@ -27,6 +27,9 @@ LOADED_BY_NAME = {
 PROBED = {
     "torchvision": "timm imports it; the bench stands a stub in where no wheel fits the torch",
 }
+# Sub-packages that only an extra's users import: their modules may import that extra's packages
+# when they load.
+EXTRA_PACKAGES = {"zoo/pipelines/": "pipeline"}
 # Optional packages that are not installed here: their import name is their distribution.
 NOT_INSTALLED = {"ctranslate2": "ctranslate2", "apache_beam": "apache-beam"}
 
@@ -84,13 +87,17 @@ def test_what_the_installed_code_imports_is_declared():
         if module in PROBED:
             continue
         provided_by = _distributions(module)
-        if any(files.values()):
-            # Imported when its module loads: the package cannot work without it.
-            at_top = sorted(f for f, top in files.items() if top)
-            assert provided_by & core, f"{module} ({at_top}) is not a dependency"
-        else:
-            assert provided_by & (core | optional), (
-                f"{module} ({sorted(files)}) is neither a dependency nor in an extra")
+        at_top = sorted(f for f, top in files.items() if top)
+        for path in at_top:
+            # Imported when its module loads: the package (or its extra's sub-package) cannot
+            # work without it.
+            extra = next((extras[name] for folder, name in EXTRA_PACKAGES.items()
+                          if path.startswith(folder)), set())
+            assert provided_by & (core | extra), f"{module} ({path}) is not a dependency"
+        if at_top:
+            continue
+        assert provided_by & (core | optional), (
+            f"{module} ({sorted(files)}) is neither a dependency nor in an extra")
 
 
 def test_every_dependency_is_used_by_the_installed_code():
