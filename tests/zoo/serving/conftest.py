@@ -74,3 +74,16 @@ def session_outcomes(version, cases: dict, setup: str = "") -> dict:
     (result,) = run_like_a_server(f"VERSION = {str(version)!r}\nCASES = {cases!r}\n" + setup
                                   + SESSION_CASES)
     return result
+
+
+def check_request_table(version, requests: list, setup: str = "") -> None:
+    """Runs a table of requests `(case, signature, feeds, expected)` as the model server runs
+    them; `expected` is the outputs' shapes (`{output: shape}`) for an accepted request, or a
+    piece of the InvalidArgument message for a refused one."""
+    outcome = session_outcomes(version, {case: (signature, feeds)
+                                         for case, signature, feeds, _ in requests}, setup)
+    for case, _, _, expected in requests:
+        if isinstance(expected, str):
+            assert expected in outcome[case], (case, outcome[case])
+        else:
+            assert outcome[case] == expected, (case, outcome[case])

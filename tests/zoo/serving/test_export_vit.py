@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.zoo.conftest import run_like_a_server, serve
-from tests.zoo.serving.conftest import session_outcomes
+from tests.zoo.serving.conftest import check_request_table, session_outcomes
 from zoo.serving.export import export_model
 from zoo.serving.image_endpoints import (MAX_IMAGE_BYTES, MAX_IMAGES, MAX_PIXELS,
                                          MAX_REQUEST_BYTES)
@@ -196,13 +196,7 @@ def test_vit_requests_within_the_caps_are_answered_and_others_refused_naming_the
     the cap, and the image ("image 3 of 8: ...") when one image is at fault: a truncated
     JPEG, an empty PNG, bytes in no format, a header above `MAX_PIXELS` (never decoded)."""
     _, version = exported_vit
-    outcome = session_outcomes(version, {case: (signature, feeds)
-                                         for case, signature, feeds, _ in IMAGE_REQUESTS})
-    for case, _, _, expected in IMAGE_REQUESTS:
-        if isinstance(expected, str):
-            assert expected in outcome[case], (case, outcome[case])
-        else:
-            assert outcome[case] == expected, (case, outcome[case])
+    check_request_table(version, IMAGE_REQUESTS)
 
 
 # (name, the non-finite values of a batch of 3 images: {(image, row, column, channel): value})
