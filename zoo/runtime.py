@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -28,8 +30,10 @@ def use_onednn(environ: typing.MutableMapping[str, str] = os.environ,
         environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
-def import_tensorflow_without_jax(environ: typing.Mapping[str, str] = os.environ) -> None:
-    """Imports TensorFlow with JAX kept out, where the Keras backend is TensorFlow.
+def keep_jax_out_of_tensorflow(environ: typing.Mapping[str, str] = os.environ) -> None:
+    """Arranges for TensorFlow, when it is first imported, to load without JAX, where the
+    Keras backend is TensorFlow; imports nothing itself, so that a command that fails before
+    its model loads still loads no TensorFlow.
 
     `import tensorflow` loads TF Lite, which imports JAX wherever it is installed (an
     optional `from jax import jit` in `tensorflow/lite/python/util.py`); a TensorFlow run then
@@ -37,17 +41,59 @@ def import_tensorflow_without_jax(environ: typing.Mapping[str, str] = os.environ
     so that the training ran on with exit 0. While TensorFlow loads, `jax` is marked absent
     in `sys.modules`, which TF Lite takes as JAX not installed; afterwards the mark is gone,
     so a later `import jax` of the user's works. Nothing happens where TensorFlow or JAX is
-    loaded already, TensorFlow is not installed, or `KERAS_BACKEND` names another backend.
+    loaded already, or `KERAS_BACKEND` names another backend.
     """
     if environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
         return
     if "tensorflow" in sys.modules or "jax" in sys.modules:
         return
-    if importlib.util.find_spec("tensorflow") is None:
-        return
-    sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax` -> ImportError
-    try:
-        import tensorflow  # noqa: F401
-    finally:
-        if "jax" in sys.modules and sys.modules["jax"] is None:
-            del sys.modules["jax"]
+    if not any(isinstance(finder, _TensorFlowWithoutJax) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _TensorFlowWithoutJax())
+
+
+class _TensorFlowWithoutJax(importlib.abc.MetaPathFinder):
+    """A finder for the first `import tensorflow` and `import keras` alone (Keras 3.15's
+    Orbax callback imports JAX as Keras loads, whatever the backend): it hands each on to the
+    usual finders and runs the package's `__init__` with `jax` marked absent. It leaves
+    `sys.meta_path` once both have been seen."""
+
+    names = ("tensorflow", "keras")
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def find_spec(self, name: str, path: typing.Any = None, target: typing.Any = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if name not in self.names or name in self.seen:
+            return None
+        self.seen.add(name)
+        if self.seen == set(self.names):
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or "jax" in sys.modules:
+            return spec
+        spec.loader = _WithoutJax(spec.loader)
+        return spec
+
+
+class _WithoutJax(importlib.abc.Loader):
+    """Runs a module's loader with `sys.modules["jax"]` set to None (`import jax` fails),
+    until the outermost such module has loaded."""
+
+    depth = 0
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> typing.Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: typing.Any) -> None:
+        _WithoutJax.depth += 1
+        sys.modules.setdefault("jax", None)  # type: ignore[arg-type]
+        try:
+            self.loader.exec_module(module)
+        finally:
+            _WithoutJax.depth -= 1
+            if not _WithoutJax.depth and "jax" in sys.modules and sys.modules["jax"] is None:
+                del sys.modules["jax"]

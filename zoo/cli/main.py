@@ -33,7 +33,7 @@ from zoo.cli.line_reader import argument_bytes, utf8_problem
 from zoo.cli.parser import build_parser
 from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
 from zoo.errors import FILE_ERRORS, UserError
-from zoo.runtime import import_tensorflow_without_jax, use_onednn
+from zoo.runtime import keep_jax_out_of_tensorflow, use_onednn
 from zoo.training.interrupts import interrupted, note_interrupts
 from zoo.training.disk_faults import describe, disk_fault
 
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with quiet, own_warnings_in_one_line(not (verbose or args.verbose)):
         try:
             if args.command in TENSORFLOW_COMMANDS:
-                import_tensorflow_without_jax()
+                keep_jax_out_of_tensorflow()
             with fault_naming_stdout():  # a full disk behind stdout names it; flushed here
                 status = args.func(args)
         except StdoutClosed:  # the reader went away (`zoo models | head -0`): quietly

@@ -36,6 +36,10 @@ CHATTER_PATTERNS: tuple[str, ...] = (
     r"Unable to register cu\w+ factory|Could not find TensorRT|TF-TRT Warning|oneDNN|"
     r"computation placer already registered)",
     r"^This TensorFlow binary is optimized to use available CPU instructions",
+    # A Ctrl-C that ends a run while a Python generator feeds `tf.data`: TensorFlow says, as
+    # the interpreter exits, that it could not close the generator (and names its op).
+    "^" + _ABSL + r"Error occurred when finalizing GeneratorDataset iterator",
+    r"^\s*\[\[\{\{node PyFunc\}\}\]\]$",
     r"^To enable the following instructions: .*rebuild TensorFlow",
     # Apache Beam's worker processes (`zoo translate --pipeline --workers 2`) say on start-up
     # that they set up logging, and that Google Cloud's optional clients are not installed.

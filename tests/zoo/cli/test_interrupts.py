@@ -88,7 +88,7 @@ def test_a_command_without_ctrl_c_is_not_taken_for_interrupted(capsys):
 
 
 def test_a_tensorflow_command_does_not_load_jax():
-    code = ("import sys; from zoo.runtime import import_tensorflow_without_jax as i; i(); "
+    code = ("import sys; from zoo.runtime import keep_jax_out_of_tensorflow as k; k(); "
             "import keras; print('jax' in sys.modules, keras.backend.backend()); "
             "import jax; print('jax' in sys.modules)")
     env = dict(os.environ, KERAS_BACKEND="tensorflow", PYTHONPATH=str(ROOT))

@@ -130,5 +130,6 @@ def test_500_images_get_zoo_classify_labels_and_a_bad_one_fails_alone(shared_dat
                   (tmp_path / "labels.tsv.errors").read_text().splitlines())
     assert sorted(failed) == [str(images / "notes.txt"), str(broken)]
     assert failed[str(images / "notes.txt")] == (
-        "assertion failed: [image] [0] [is not a JPEG, PNG, GIF or BMP]")
+        "assertion failed: [image 0 of 1: bytes in no known image format (JPEG, PNG, GIF or "
+        "BMP)]")
     assert failed[str(broken)] == "Invalid JPEG data, size 200"
