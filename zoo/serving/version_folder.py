@@ -13,6 +13,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+from zoo.training.file_store import process_alive
+
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:
     """Removes the hidden `.VERSION.tmp-PID-*` folders that killed exports left in `folder`
@@ -20,21 +22,11 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     removed = []
     for path in sorted(folder.glob(".*.tmp-*-*")) if folder.is_dir() else []:
         pid = path.name.rpartition(".tmp-")[2].split("-")[0]
-        if not pid.isdigit() or _process_alive(int(pid)):
+        if not pid.isdigit() or process_alive(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def _exchange(a: Path, b: Path) -> bool:
