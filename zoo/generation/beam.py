@@ -16,7 +16,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.generation.loop import GrowCache, NextLogits, _search_loop, _with_context
+from zoo.generation.loop import (
+    GrowCache,
+    NextLogits,
+    _search_loop,
+    _with_context,
+    with_own_lengths,
+)
 from zoo.generation.settings import (
     MAX_LENGTH,
     NEVER,
@@ -46,6 +52,7 @@ class _Beam(NamedTuple):
     pad_id: int
     alpha: float
     most_penalty: Any  # length_penalty(max_length, alpha), the largest a hypothesis meets
+    own_lengths: bool  # each sequence's most tokens are the context's last tensor
 
 
 def beam_search(
@@ -61,6 +68,7 @@ def beam_search(
     grow_cache: GrowCache | None = None,
     length_limit: int = MAX_LENGTH,
     context: tuple | None = None,
+    max_lengths: Any | None = None,
 ) -> tuple[Any, Any]:
     """Keeps the `beam_size` best hypotheses per sequence, ranked by length-normalised score.
 
@@ -92,6 +100,9 @@ def beam_search(
         grow_cache, length_limit: as in `zoo.generation.greedy.greedy_search`.
         context: as in `greedy_search`, `batch_size * beam_size` rows; beam moves leave it
             as it is (a sequence's beams share it).
+        max_lengths: `(batch_size,)` int32, each sequence's own most tokens, as in
+            `greedy_search`: at its own length every hypothesis of a sequence ends, as in a
+            search of that `max_length`.
 
     Returns:
         `(tokens, scores)`: `(batch, beam, max_length)` int32 hypotheses, best first, and
@@ -99,9 +110,10 @@ def beam_search(
     """
     check_beam_size(beam_size)
     _check_length_at_least_one(max_length)
+    next_logits, context = with_own_lengths(next_logits, context, max_lengths, beam_size)
     state = _start(batch_size, beam_size, max_length, start_id, pad_id, cache, context)
     beam = _Beam(_with_context(next_logits, context), beam_size, max_length, start_id, end_id,
-                 pad_id, alpha, length_penalty(max_length, alpha))
+                 pad_id, alpha, length_penalty(max_length, alpha), max_lengths is not None)
     _, tokens, log_probs, lengths, _, _, _ = _search_loop(
         functools.partial(_running, beam), functools.partial(_step, beam), state,
         batch_size * beam_size, max_length, grow_cache, length_limit,
@@ -172,8 +184,8 @@ def _first_step(beam: _Beam, i: Any, tokens: Any, log_probs: Any, lengths: Any,
         log_probs = ops.take(log_probs, k % per, axis=1) + start
     tokens = update_slice(tokens, [0, 0, 1], ops.expand_dims(token, -1))
     cache = keras.tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), cache)
-    return (i + 1, tokens, log_probs, ops.ones_like(lengths), ops.equal(token, beam.end_id),
-            cache, context)
+    finished = _at_own_length(beam, i, ops.equal(token, beam.end_id), context)
+    return i + 1, tokens, log_probs, ops.ones_like(lengths), finished, cache, context
 
 
 def _step(beam: _Beam, i: Any, tokens: Any, log_probs: Any, lengths: Any, finished: Any,
@@ -190,7 +202,18 @@ def _step(beam: _Beam, i: Any, tokens: Any, log_probs: Any, lengths: Any, finish
                                             row_log_probs, row_tokens, batch)
     tokens, lengths, finished, cache = _follow(beam, i, source_beam, token, tokens, lengths,
                                                finished, cache, batch)
+    finished = _at_own_length(beam, i, finished, context)
     return i + 1, tokens, log_probs, lengths, finished, cache, context
+
+
+def _at_own_length(beam: _Beam, i: Any, finished: Any, context: tuple) -> Any:
+    """`finished`, `(batch, beam)`, with every hypothesis of a sequence that has just taken
+    its own most tokens (`max_lengths`, the context's last tensor) ended: from then on it
+    is carried along unchanged, as a search of that `max_length` would have stopped."""
+    if not beam.own_lengths:
+        return finished
+    own = ops.reshape(context[-1], (-1, beam.beam_size))
+    return ops.logical_or(finished, i + 1 >= own)
 
 
 def _continuations(beam: _Beam, logits: Any, finished: Any, batch: Any) -> tuple[Any, Any]:

@@ -8,7 +8,13 @@ from typing import Any, Callable
 
 from keras import ops
 
-from zoo.generation.loop import GrowCache, NextLogits, _search_loop, _with_context
+from zoo.generation.loop import (
+    GrowCache,
+    NextLogits,
+    _search_loop,
+    _with_context,
+    with_own_lengths,
+)
 from zoo.generation.settings import MAX_LENGTH, _check_length_at_least_one
 from zoo.generation.top_k import first_index_of
 from zoo.layers.slice_update import update_slice
@@ -25,6 +31,7 @@ def greedy_search(
     grow_cache: GrowCache | None = None,
     length_limit: int = MAX_LENGTH,
     context: tuple | None = None,
+    max_lengths: Any | None = None,
 ) -> tuple[Any, Any]:
     """Picks the most probable token at every step until every sequence has ended.
 
@@ -46,12 +53,17 @@ def greedy_search(
             Where `batch_size` is a tensor (a TensorFlow graph, not compiled by XLA) and
             `grow_cache` is given, finished sequences leave the batch between cache lengths,
             with their cache and context rows.
+        max_lengths: `(batch_size,)` int32, each sequence's own most tokens, each at most
+            `max_length` (`zoo.generation.loop.with_own_lengths`): a sequence ends at its own
+            length as a search of that `max_length` would, whatever the others' are. None:
+            `max_length` for every sequence.
 
     Returns:
         `(tokens, scores)`: `(batch, max_length)` int32 generated tokens (without the start
         token; `pad_id` after the end), and `(batch,)` float32 sums of token log-probabilities.
     """
     _check_length_at_least_one(max_length)
+    next_logits, context = with_own_lengths(next_logits, context, max_lengths)
     tokens = ops.concatenate(
         [ops.full((batch_size, 1), start_id, "int32"),
          ops.full((batch_size, max_length), pad_id, "int32")], axis=1)
@@ -64,7 +76,8 @@ def greedy_search(
             tuple(context or ()))
     _, tokens, _, scores, _, _ = _search_loop(
         functools.partial(_running, max_length),
-        functools.partial(_step, step, pad_id, end_id), loop, batch_size, max_length,
+        functools.partial(_step, step, pad_id, end_id, max_lengths is not None), loop,
+        batch_size, max_length,
         grow_cache, length_limit, done=_finished)
     return tokens[:, 1:], scores
 
@@ -80,9 +93,10 @@ def _finished(state: tuple) -> Any:
     return state[2]
 
 
-def _step(next_logits: Callable, pad_id: int, end_id: int, i: Any, tokens: Any,
-          finished: Any, scores: Any, cache: tuple, context: tuple) -> tuple:
-    """One token for every sequence: the model's best, or `pad_id` after the end."""
+def _step(next_logits: Callable, pad_id: int, end_id: int, own_lengths: bool, i: Any,
+          tokens: Any, finished: Any, scores: Any, cache: tuple, context: tuple) -> tuple:
+    """One token for every sequence: the model's best, or `pad_id` after the end (or after
+    the sequence's own most tokens, the context's last tensor where `own_lengths`)."""
     current = ops.slice(tokens, [0, i], [ops.shape(tokens)[0], 1])
     logits, cache = next_logits(current, i, cache, context)
     logits = ops.cast(logits, "float32")
@@ -95,4 +109,6 @@ def _step(next_logits: Callable, pad_id: int, end_id: int, i: Any, tokens: Any,
     scores = scores + ops.where(finished, 0.0, best_log_prob)
     tokens = update_slice(tokens, [0, i + 1], ops.expand_dims(best, 1))
     finished = ops.logical_or(finished, ops.equal(best, end_id))
+    if own_lengths:
+        finished = ops.logical_or(finished, i + 1 >= context[-1])
     return i + 1, tokens, finished, scores, tuple(cache), context

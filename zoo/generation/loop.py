@@ -188,6 +188,32 @@ def _drop_done(state: tuple, done: Any, results: tuple, slots: Any, beam_size: i
     return state, results, ops.take(slots, kept)
 
 
+def with_own_lengths(next_logits: Callable, context: tuple | None, max_lengths: Any | None,
+                     rows_per_sequence: int = 1) -> tuple[Callable, tuple | None]:
+    """A search's step and context where every sequence has its own most tokens.
+
+    A sequence's answer must not depend on what else is searched with it: a translation's
+    budget follows its own source length, not the longest in its batch. The searches carry
+    `max_lengths` (`(batch,)`, repeated for each of a sequence's `rows_per_sequence` rows) as
+    the context's last tensor, so that it follows its sequence when finished ones leave the
+    batch, and the step the model gave never sees it.
+
+    Returns:
+        `(next_logits, context)` for the search's loop: unchanged where `max_lengths` is
+        None; otherwise a step taking `(tokens, index, cache, context)` that hands the
+        model its own context (or none), and the context with the lengths appended.
+    """
+    if max_lengths is None:
+        return next_logits, context
+    lengths = ops.cast(max_lengths, "int32")
+    if rows_per_sequence > 1:
+        lengths = ops.repeat(lengths, rows_per_sequence, axis=0)
+    if context is None:
+        return (lambda tokens, index, cache, own: next_logits(tokens, index, cache)), (lengths,)
+    return (lambda tokens, index, cache, own: next_logits(tokens, index, cache, own[:-1]),
+            (*context, lengths))
+
+
 def _with_context(next_logits: NextLogits, context: tuple | None) -> Callable:
     """`next_logits` as the loop calls it, `(tokens, index, cache, context)`."""
     if context is None:

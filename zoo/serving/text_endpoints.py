@@ -62,27 +62,17 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
     end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
 
-    def budget(source_ids: tf.Tensor) -> tf.Tensor:
-        # The output budget of this batch's source length, as `Translator.translate` gives
-        # it (`default_max_length` of the length rounded up to a multiple of 8, as
-        # `encode_texts` pads it), not of the longest source the model takes: the key/value
-        # cache, and every step's attention over it and beam reorder of it, are that long.
-        padded = tf.minimum(model.max_source_length, (tf.shape(source_ids)[1] + 7) // 8 * 8)
-        return tf.minimum(model.max_target_length,
-                          tf.cast(tf.floor(1.5 * tf.cast(padded, tf.float32) + 10.0), tf.int32))
-
     # One function for both signatures, so that the SavedModel stores the search's graph
-    # (the larger part of the export: about 5 MB) once, not once a signature.
+    # (the larger part of the export: about 5 MB) once, not once a signature. Each sentence
+    # has its own budget (`max_lengths`, within `max_length`): what it would have alone.
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                  tf.TensorSpec([], tf.int32)])
-    def search(source_ids: tf.Tensor, max_length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                                  tf.TensorSpec([], tf.int32), tf.TensorSpec([None], tf.int32)])
+    def search(source_ids: tf.Tensor, max_length: tf.Tensor, max_lengths: tf.Tensor
+               ) -> tuple[tf.Tensor, tf.Tensor]:
         # One numeric route for every request size, so that a sentence's answer does not
         # depend on what shares its request or the server's batch (`zoo.layers.int8_route`).
-        return one_search(source_ids, max_length)
-
-    def one_search(source_ids: tf.Tensor, max_length: Any) -> tuple[tf.Tensor, tf.Tensor]:
-        tokens, scores = model.generate(source_ids, beam_size=beam_size,
-                                        max_length=max_length, alpha=alpha)
+        tokens, scores = model.generate(source_ids, beam_size=beam_size, max_length=max_length,
+                                        alpha=alpha, max_lengths=max_lengths)
         if beam_size > 1:
             tokens, scores = tokens[:, 0], scores[:, 0]
         # Everything after the first end token becomes padding.
@@ -100,7 +90,13 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
         pieces = pieces[:, : model.max_source_length - 1]  # long inputs are truncated
         ends = tf.fill([tf.shape(sentences)[0], 1], end_id)
         source_ids = tf.concat([tf.cast(pieces, tf.int32), ends], axis=1).to_tensor(pad_id)
-        tokens, scores = search(source_ids, budget(source_ids))
+        # Every sentence's own budget, as `Translator.translate` gives it; the search runs to
+        # the longest of them, not to the budget of the longest source the model takes: the
+        # key/value cache, and every step's attention over it and beam reorder of it, are
+        # that long.
+        budgets = model.source_budgets(source_ids)
+        longest = tf.maximum(tf.reduce_max(budgets), 1)  # an empty request: 1
+        tokens, scores = search(source_ids, longest, budgets)
         texts = tokenizer.detokenize(tokens)
         blank = tf.equal(tf.strings.length(tf.strings.strip(sentences)), 0)
         return {
@@ -117,7 +113,8 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
                 check_width(source_ids, model.max_source_length, "source_ids")]):
             source_ids = tf.identity(source_ids)
         width = model.default_max_length(model.max_source_length)
-        tokens, scores = search(source_ids, tf.constant(width))
+        tokens, scores = search(source_ids, tf.constant(width),
+                                tf.fill([tf.shape(source_ids)[0]], width))
         tokens = tf.ensure_shape(tokens, [None, width])  # the signature names its width
         return {"target_ids": tokens, "scores": scores}
 

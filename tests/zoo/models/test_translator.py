@@ -177,3 +177,35 @@ def test_translate_batches_by_length_and_answers_in_order(model, monkeypatch):
         [t for t in texts if t], max_length=model.max_source_length))
     assert [shape[0] for shape in widths] == [2, 2]
     assert widths[0][1] == -(-lengths[1] // 8) * 8 < widths[1][1] == -(-lengths[3] // 8) * 8
+
+
+@pytest.mark.parametrize("force_end", [False, True])
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_sentence_keeps_its_own_budget_beside_a_longer_one(model, beam_size, force_end):
+    """A sentence's output budget is its own source's (`source_budgets`), not that of the
+    batch's padded width: searched beside a longer sentence, it gives the tokens and score it
+    gives alone (issue 52). A forced end token comes at each sentence's own last position."""
+    if force_end:
+        forced = Translator.from_architecture("transformer-tiny", model.tokenizer,
+                                              force_end_at_max_length=True, **SMALL)
+        model.ensure_built()
+        forced.ensure_built()
+        forced.set_weights(model.get_weights())
+        model = forced
+    texts = ["A dog.", "Two men in blue shirts are talking outside a big old red building."]
+    ids = model.encode_texts(texts)
+    budgets = np.asarray(model.source_budgets(ids))
+    assert budgets[0] < budgets[1] == model.default_max_length(ids.shape[1])
+    tokens, scores = model.search(ids, beam_size)
+    alone_tokens, alone_scores = model.search(model.encode_texts(texts[:1]), beam_size)
+    if beam_size > 1:
+        tokens, alone_tokens = tokens[:, 0], alone_tokens[:, 0]
+        scores, alone_scores = scores[:, 0], alone_scores[:, 0]
+    assert alone_tokens.shape[-1] == budgets[0]
+    np.testing.assert_array_equal(tokens[0, :budgets[0]], alone_tokens[0])
+    assert (tokens[0, budgets[0]:] == model.pad_id).all()
+    np.testing.assert_allclose(scores[0], alone_scores[0], rtol=1e-5)
+    if force_end:
+        end = model.special_ids()[1]
+        for row, budget in zip(tokens, budgets):
+            assert end in row[:budget].tolist()

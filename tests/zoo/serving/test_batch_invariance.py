@@ -7,12 +7,11 @@ anew for each size. Strings must be equal, and probabilities and embeddings equa
 translation scores (sums of log-probabilities, tens) to 1e-5 of their size: float32
 products blocked differently for another batch may change low bits.
 
-The translator's sentences are 100 real Multi30k sentences whose encoded length pads to the
-same width (9 to 16 tokens): a request's output budget follows its padded source width (as
-`Translator.translate`'s does), so a sentence beside a longer one may decode further, and
-this untrained model never ends early. That is a budget, not a numeric route; the numeric
-route is what this file checks. 100 sentences of the tiny test translator take a few seconds
-a signature; the ViT and the sentence encoder take 100 inputs each.
+The translator's sentences are 100 real Multi30k sentences and the first words of some,
+of every width the model reads: alone, each has the output budget of its own length (22 or 24
+tokens), which it keeps beside a longer neighbour, and this untrained model never ends early,
+so every translation runs to its budget. 100 sentences of the tiny test translators take
+seconds a signature; the ViT and the sentence encoder take 100 inputs each.
 """
 
 from __future__ import annotations
@@ -140,19 +139,22 @@ def test_request_dependent_finds_a_changed_string_and_a_far_number():
 
 # ---------------------------------------------------------------- translators
 @pytest.fixture(scope="module")
-def same_width_sentences(shared_data, small_tokenizer) -> list[str]:
-    """100 real sentences that pad to one width (module docstring)."""
+def sentences(shared_data, small_tokenizer) -> list[str]:
+    """100 real sentences of every padded width the translators read (8 to 32 tokens and
+    longer, which are cut to 32): the first words of 20 sentences, then 80 whole ones."""
     lines = read_gz(shared_data / "multi30k" / "val.en.gz")
-    lengths = [len(ids) for ids in small_tokenizer.encode(lines)]  # the end token included
-    chosen = [line for line, n in zip(lines, lengths) if 9 <= n <= 16]
-    assert len(chosen) >= COUNT
-    return chosen[:COUNT]
+    starts = [" ".join(line.split()[:2 + i % 3]) for i, line in enumerate(lines[:20])]
+    chosen = starts + lines[20:20 + COUNT - len(starts)]
+    widths = {-(-len(ids) // 8) * 8 for ids in small_tokenizer.encode(chosen)}
+    assert {8, 16, 24, 32} <= widths
+    return chosen
 
 
 @pytest.fixture(scope="module")
 def translator_exports(exported_translator, small_tokenizer, tmp_path_factory) -> dict:
     """The shared float32 export (beam 3), and greedy and int8 exports of a model of the
-    same shape: `{(precision, beam): (model, version)}`."""
+    same shape: `{(precision, beam): (model, version)}`. Their output budgets are 22 tokens
+    for a source padded to 8 and 24 (`max_target_length`) for longer ones."""
     model, _, float_beam = exported_translator
     repository = tmp_path_factory.mktemp("invariance")
     exports = {("float32", 3): (model, float_beam),
@@ -174,14 +176,18 @@ def translator_exports(exported_translator, small_tokenizer, tmp_path_factory) -
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 @pytest.mark.parametrize("beam", [1, 3])
 def test_served_translation_does_not_depend_on_the_request(
-        translator_exports, same_width_sentences, precision, beam, tmp_path):
+        translator_exports, sentences, precision, beam, tmp_path):
     model, version = translator_exports[precision, beam]
-    result = served_answers(version, {"sentences": same_width_sentences}, tmp_path)
+    result = served_answers(version, {"sentences": sentences}, tmp_path)
     assert request_dependent(result) == []
-    # The Python model's translations are the served ones (its searches run under XLA).
-    python = model.translate(same_width_sentences, beam_size=beam)
+    # The Python model's translations are the served ones (its searches run under XLA, and
+    # batch sentences of like lengths).
+    python = model.translate(sentences, beam_size=beam)
     served = [answer["translations"] for answer in result["alone"]]
     assert [i for i, (a, b) in enumerate(zip(python, served)) if a != b] == []
+    # The requests mixed sentences of three budgets.
+    budgets = np.asarray(model.source_budgets(model.encode_texts(sentences)))
+    assert set(budgets.tolist()) == {22, 24}
 
 
 # ---------------------------------------------------------------- ViT, sentence encoder

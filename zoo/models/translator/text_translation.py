@@ -82,7 +82,9 @@ class TextTranslation:
         Args:
             texts: source sentences (a single string is treated as a list of one).
             beam_size: 1 for greedy search.
-            max_length: most output tokens; by default 1.5 x source length + 10.
+            max_length: most output tokens; by default each sentence's own budget, 1.5 x its
+                source length (rounded up to a multiple of 8) + 10, capped
+                (`source_budgets`): the same whatever else is in `texts`.
             alpha: GNMT length-penalty exponent.
             batch_size: sentences decoded together; sentences of similar length go together
                 (the batches follow the source length), so that a batch pads little and its
