@@ -1,41 +1,40 @@
 """Sentences/s and images/s of `zoo translate|classify --pipeline` (Apache Beam's DirectRunner,
 1 and 2 workers) against `zoo translate` / `zoo classify` on the same input.
 
-    python benchmarks/pipeline_throughput.py --sentences 200 --images 1000 \
-        --output benchmarks/results/pipeline_throughput-avx512-2026-11-27.json
+    python benchmarks/pipeline_throughput.py --sentences 200 --images 1000 [--output FOLDER]
 
 Each figure is one run of the whole command, start-up included (loading TensorFlow and the
 model, and for the pipeline starting Beam's workers): what a user waits for. The shipped
 models are exported once into --work (greedy search for the translator, so that both routes
 run the same search: the command with `--beam-size 1`). Needs ../shared/data (Multi30k's
-test set, the CIFAR-10 JPEGs) and Apache Beam.
+test set, the CIFAR-10 JPEGs: `zoo.bench.real_inputs`) and Apache Beam. Each command is
+timed by the harness (`zoo.bench.steps.seconds_per_call`); writes
+benchmarks/results/pipeline_throughput-HOST-DATE.json (`--output`: a folder or a file).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
-import platform
 import subprocess
 import sys
-import tarfile
-import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from zoo.bench.real_inputs import cifar10_jpegs, multi30k_sentences
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import seconds_per_call
 
 
 def timed(argv: list[str], stdin: Path | None = None) -> float:
     """Seconds the `zoo` command `argv` takes; fails on a non-zero status."""
-    start = time.perf_counter()
-    with open(stdin or os.devnull, "rb") as source:
-        done = subprocess.run([sys.executable, "-m", "zoo.cli", *argv], stdin=source,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if done.returncode:
-        raise RuntimeError(f"{argv[:3]} failed: {done.stderr.decode()[-2000:]}")
-    return time.perf_counter() - start
+    def run() -> None:
+        with open(stdin or os.devnull, "rb") as source:
+            done = subprocess.run([sys.executable, "-m", "zoo.cli", *argv], stdin=source,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode:
+            raise RuntimeError(f"{argv[:3]} failed: {done.stderr.decode()[-2000:]}")
+
+    return seconds_per_call(run)
 
 
 def exported(work: Path, name: str, **settings) -> Path:
@@ -52,21 +51,17 @@ def inputs(work: Path, sentences: int, images: int) -> tuple[Path, Path, list[st
     """The first Multi30k test sentences in a file, and the first CIFAR-10 JPEGs in a
     folder (with their paths)."""
     source = work / "source.en"
-    with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt") as stream:
-        lines = [line for _, line in zip(range(sentences), stream)]
-    source.write_text("".join(lines))
+    source.write_text("".join(line + "\n" for line in multi30k_sentences(sentences)))
     folder = work / "images"
     folder.mkdir(exist_ok=True)
+    for earlier in folder.glob("*.jpg"):  # the pipeline reads the whole folder
+        earlier.unlink()
     paths = []
-    with tarfile.open(DATA / "cifar10" / "cifar10-train-jpg.tar.gz") as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".jpg"):
-                target = folder / member.name.replace("/", "_")
-                target.write_bytes(archive.extractfile(member).read())
-                paths.append(str(target))
-                if len(paths) == images:
-                    break
-    return source, folder, sorted(paths)
+    for number, image in enumerate(cifar10_jpegs(images)):
+        target = folder / f"image-{number:05d}.jpg"
+        target.write_bytes(image)
+        paths.append(str(target))
+    return source, folder, paths
 
 
 def main() -> None:
@@ -74,7 +69,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--work", default="/tmp/zoo-pipeline-bench")
-    parser.add_argument("--output", default="benchmarks/results/pipeline_throughput-avx512-2026-11-27.json")
+    parser.add_argument("--output", help="a folder, or a file (default benchmarks/results/)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -99,10 +94,9 @@ def main() -> None:
         results.append({"command": command, "elements": count, "seconds": round(seconds, 1),
                         unit: round(count / seconds, 2)})
         print(f"{command:45s} {count:6d} in {seconds:7.1f} s: {count / seconds:8.2f} {unit}")
-    Path(args.output).write_text(json.dumps(
-        {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": results},
-        indent=2) + "\n")
+    write_benchmark(__file__, {"settings": {"sentences": args.sentences,
+                                            "images": args.images},
+                               "runs": results}, output=args.output)
 
 
 if __name__ == "__main__":

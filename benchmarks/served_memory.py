@@ -3,14 +3,14 @@ runs it: a fresh process, XLA off, the export in a TF1 session with its warm-up 
 (`zoo.serving.session.ServedModel`), then one request.
 
     python benchmarks/served_memory.py prepare --output /tmp/served   # the exports (minutes)
-    python benchmarks/served_memory.py measure /tmp/served \
-        --output benchmarks/results/served_memory-avx512-2026-11-27.json
+    python benchmarks/served_memory.py measure /tmp/served [--case NAME ...] [--output FOLDER]
 
 `prepare` exports the shipped translator (beam 4) and ViT, all-MiniLM-L6-v2 (where its
 weights are installed) and an untrained hybrid ViT with a batch-normalised VGG stem
 ("vit-cifar-vgg"). `measure` runs each case in its own process and reports the resident
-memory after loading (with warm-up), and the peak during the request alone (the kernel's
-high-water mark, reset before the request: /proc/self/clear_refs), in MB.
+memory after loading (with warm-up), and the peak during the request alone
+(`zoo.bench.memory.PeakMemory`: the kernel's high-water mark, reset before the request), in
+MB. Writes benchmarks/results/served_memory-HOST-DATE.json (`--output`: a folder or a file).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from zoo.bench.report import write_benchmark
 
 # name: (export folder under the repository, signature, Python expression of the inputs,
 # what the request is). The expressions run in the measuring process, where `np`, `text`
@@ -76,6 +76,7 @@ CASES = {
 MEASURE = r"""
 import io, json, sys
 import numpy as np
+from zoo.bench.memory import PeakMemory
 from zoo.serving.session import ServedModel, set_xla_compilation
 
 def jpeg(height, width, seed=0):
@@ -89,11 +90,6 @@ def jpeg(height, width, seed=0):
     Image.fromarray(image.clip(0, 255).astype('uint8')).save(buffer, format='JPEG', quality=90)
     return buffer.getvalue()
 
-def status(key):
-    for line in open('/proc/self/status'):
-        if line.startswith(key):
-            return int(line.split()[1]) / 1024  # kB to MB
-
 folder, signature, expression = json.loads(sys.stdin.read())
 text = 'Two young, White males are outside near many bushes.'
 set_xla_compilation(False)
@@ -101,12 +97,10 @@ model = ServedModel(folder)
 inputs = eval(expression)
 request_mb = sum(sum(len(v) for v in a.ravel()) if a.dtype == object else a.nbytes
                  for a in inputs.values()) / 2 ** 20
-loaded = status('VmRSS:')
-open('/proc/self/clear_refs', 'w').write('5')  # the high-water mark starts again here
-outputs = model(signature, **inputs)
-peak = status('VmHWM:')
+with PeakMemory() as request:
+    outputs = model(signature, **inputs)
 rows = {key: list(value.shape) for key, value in outputs.items()}
-print(json.dumps({'loaded_mb': round(loaded), 'peak_mb': round(peak),
+print(json.dumps({'loaded_mb': round(request.before_mb), 'peak_mb': round(request.peak_mb),
                   'request_mb': round(request_mb, 1), 'rows': rows}))
 """
 
@@ -173,17 +167,13 @@ def main(argv: list[str] | None = None) -> None:
     measured = commands.add_parser("measure", help="measure each case's peak memory")
     measured.add_argument("repository", type=Path)
     measured.add_argument("--case", action="append", choices=sorted(CASES), default=None)
-    measured.add_argument("--output", type=Path, default=None)
+    measured.add_argument("--output", help="a folder, or a file (default benchmarks/results/)")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.output)
         return
-    from zoo.bench.report import device, versions, write_results
-
     results = measure(args.repository, args.case or list(CASES))
-    if args.output:
-        write_results({"device": device(), "versions": versions(), "results": results},
-                      args.output)
+    write_benchmark(__file__, {"results": results}, output=args.output)
 
 
 if __name__ == "__main__":

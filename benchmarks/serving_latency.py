@@ -1,87 +1,175 @@
-"""Size and CPU latency of an exported SavedModel's `serving_default`, batch 1 and 32.
+"""Latency of exports as the model server serves them, interleaved in one process: a model's
+float32 and int8 exports, or export folders against each other (A/B).
 
-    python benchmarks/serving_latency.py translator-multi30k-en-de [--repeats 20]
-    python benchmarks/serving_latency.py vit-cifar10
+    python benchmarks/serving_latency.py translator-multi30k-en-de [--rounds 5]
+    python benchmarks/serving_latency.py vit-cifar10 --variant float32 \
+        --variant int8-widened --variant int8-products          # the int8 routes served
+    python benchmarks/serving_latency.py OLD/1 NEW/1 --xla OLD/1 --label beam4   # A/B
 
-Exports the model (beam 4 for the translator) into a temporary repository, loads it with
-`tf.saved_model.load` as a server would, warms it up, then times the signature: the median
-of `--repeats` calls per batch size. Translator inputs are real Multi30k test sentences (the
-first 32), ViT inputs real CIFAR-10 JPEGs; both read from ../shared/data. Writes
-benchmarks/results/serving_latency-<model>.json.
+Each SUBJECT is a model that `zoo export` takes (a shipped name, a .keras file), exported
+into a temporary folder once per `--variant` (the translator with `--beam-size`, 4 by
+default), or an export's version folder, served as it is. Variants: `float32`;
+`int8-widened`, quantized (`zoo.models.quantization.quantize_model`), every product float
+against the int8 weights widened at call time (the zoo's route on TensorFlow, served and in
+Python: `zoo.layers.int8_route`); `int8-products`, every product int8 x int8 (Keras' own
+route, inputs quantized per row, forced by `int8_products()`).
+
+Every export is loaded into a TF1 session with its warm-up replayed and XLA compilation off,
+as the stock model server runs it (`zoo.serving.session.ServedModel`); `--xla` names the
+export folders that run only with XLA on (exports written before 2026-11-26 wrote their
+caches with `XlaDynamicUpdateSlice`). A request is the first `--batch` real test inputs
+(Multi30k sentences or CIFAR-10 JPEGs, `zoo.bench.real_inputs`). After one untimed call
+each, every round calls each export once, the order reversed every other round
+(`zoo.bench.steps.interleaved`), so that a busy neighbour slows all alike. Reported per
+export and batch: the median and fastest milliseconds of the rounds, items a second, and the
+median of the rounds' ratios to the first export (above 1: slower than it); per export its
+size. Writes benchmarks/results/serving_latency-LABEL-HOST-DATE.json (`--output`: a folder
+or a file); LABEL is the first model's name (with `-int8` where an int8 variant ran), or `ab`
+for export folders.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
+import contextlib
 import os
-import platform
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from zoo.bench.workers import DATA  # the zoo's shared data folder
+import numpy as np
 
+from zoo.bench.real_inputs import items_of
+from zoo.bench.report import write_benchmark
+from zoo.bench.steps import interleaved
 
-def inputs_for(name: str, model_kind: str, count: int):
-    import tensorflow as tf
-
-    if model_kind == "translator":
-        with gzip.open(DATA / "multi30k" / "test_2016_flickr.en.gz", "rt") as f:
-            lines = [next(f).strip() for _ in range(count)]
-        return {"sentences": tf.constant(lines)}
-    import tarfile
-
-    data = []
-    with tarfile.open(DATA / "cifar10" / "cifar10-train-jpg.tar.gz") as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".jpg"):
-                data.append(archive.extractfile(member).read())
-            if len(data) == count:
-                break
-    return {"images": tf.constant(data)}
+VARIANTS = ("float32", "int8-widened", "int8-products")
 
 
 def folder_size(path: Path) -> int:
+    """Bytes of the files under `path`."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model")
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args()
-
-    import tensorflow as tf
-
+def export_variant(name: str, variant: str, folder: str, number: int, beam_size: int) -> Path:
+    """Model `name` exported as `variant` into `folder`; returns the version folder."""
     import zoo
-    from zoo.bench.report import results_path, write_results
+    from zoo.layers.int8_route import int8_products
+    from zoo.models.quantization import quantize_model
     from zoo.serving.export import export_model
 
-    kind = zoo.list_models().get(args.model, {}).get("kind") or (
-        "translator" if "translator" in args.model else "vit")
-    with tempfile.TemporaryDirectory() as tmp:
-        version = export_model(args.model, tmp, version=1, name="bench")
-        size = folder_size(version)
-        serve = tf.saved_model.load(str(version)).signatures["serving_default"]
-        result = {"model": args.model, "savedmodel_bytes": size,
-                  "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-                  "tensorflow": tf.__version__, "repeats": args.repeats, "latency_ms": {}}
-        for batch in (1, 32):
-            feed = inputs_for(args.model, kind, batch)
-            serve(**feed)  # warm-up
-            times = []
-            for _ in range(args.repeats):
-                started = time.perf_counter()
-                out = serve(**feed)
-                next(iter(out.values())).numpy()
-                times.append((time.perf_counter() - started) * 1000)
-            result["latency_ms"][f"batch_{batch}"] = {
-                "median": round(statistics.median(times), 1), "min": round(min(times), 1)}
-    write_results(result, results_path(f"serving_latency-{args.model}"))
-    print(json.dumps(result, indent=2))
+    model = zoo.load(name)
+    if variant != "float32":
+        quantize_model(model)
+    route = int8_products() if variant == "int8-products" else contextlib.nullcontext()
+    with route:
+        return export_model(model, folder, name=f"subject{number}-{variant}",
+                            beam_size=beam_size)
+
+
+def exports_to_serve(args: argparse.Namespace, folder: str) -> dict[str, tuple[Path, dict]]:
+    """`{label: (version folder, what it is)}`: each subject's exports, in the order given."""
+    found = {}
+    for number, subject in enumerate(args.subjects):
+        if (Path(subject) / "saved_model.pb").is_file():
+            found[subject] = (Path(subject), {"export": subject})
+            continue
+        for variant in args.variant or ["float32"]:
+            found[f"{subject} {variant}"] = (
+                export_variant(subject, variant, folder, number, args.beam_size),
+                {"model": subject, "variant": variant})
+    return found
+
+
+def request_of(model, batch: int) -> dict[str, np.ndarray]:
+    """The first `batch` real items of the kind the export's `serving_default` takes."""
+    kind = next(iter(model.signatures["serving_default"].inputs))
+    values = [v.encode() if isinstance(v, str) else v for v in items_of(kind, batch)]
+    return {kind: np.array(values, dtype=object)}
+
+
+def time_exports(exports: dict[str, tuple[Path, dict]], needs_xla: set[str],
+                 batches: list[int], rounds: int) -> dict[str, dict]:
+    """Each export's size and, per batch, its latency over interleaved rounds."""
+    from zoo.serving.session import ServedModel, set_xla_compilation
+
+    served, xla = {}, {}
+    for label, (version, _) in exports.items():
+        xla[label] = str(version.resolve()) in needs_xla
+        set_xla_compilation(xla[label])
+        served[label] = ServedModel(version)
+    results = {label: {**what, "xla": xla[label],
+                       "variables_bytes": folder_size(version / "variables"),
+                       "savedmodel_bytes": folder_size(version)}
+               for label, (version, what) in exports.items()}
+    for batch in batches:
+        steps = {}
+        for label, model in served.items():
+            feed = request_of(model, batch)
+
+            def step(model=model, feed=feed, on=xla[label]):
+                if needs_xla:  # the server's setting, export by export
+                    set_xla_compilation(on)
+                model(**feed)
+
+            step()  # untimed: the first call of this size
+            steps[label] = step
+        seconds = interleaved(steps, rounds)
+        first = seconds[next(iter(seconds))]
+        for label, times in seconds.items():
+            median = statistics.median(times)
+            results[label][f"batch_{batch}"] = {
+                "median_ms": round(1000 * median, 2), "min_ms": round(1000 * min(times), 2),
+                "items_per_s": round(batch / median, 2),
+                "ratio_to_first": round(statistics.median(
+                    t / f for t, f in zip(times, first)), 3)}
+            print(f"batch {batch:3d}  {label:45s} {1000 * median:10.1f} ms", flush=True)
+    return results
+
+
+def result_label(args: argparse.Namespace) -> str:
+    """`--label`, else the first model's name (`-int8` added where an int8 variant ran), or
+    `ab` where every subject is an export folder."""
+    models = [s for s in args.subjects if not (Path(s) / "saved_model.pb").is_file()]
+    if args.label or not models:
+        return args.label or "ab"
+    int8 = set(args.variant or ["float32"]) != {"float32"}
+    return Path(models[0]).stem + ("-int8" if int8 else "")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Exports, serves and times the subjects; writes the JSON result."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("subjects", nargs="+", help="models to export, or version folders")
+    parser.add_argument("--variant", action="append", choices=VARIANTS,
+                        help="how each model is exported (repeatable; default float32)")
+    parser.add_argument("--xla", action="append", default=[],
+                        help="an export folder that runs only with XLA on (repeatable)")
+    parser.add_argument("--batch", type=int, action="append",
+                        help="inputs a request (repeatable; default 1 and 32)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--beam-size", type=int, default=4, help="a translator's search")
+    parser.add_argument("--label", help="the result's name after the script's")
+    parser.add_argument("--output", help="a folder, or a file (default benchmarks/results/)")
+    args = parser.parse_args(argv)
+    from zoo.models.quantization import cpu_features
+    from zoo.serving.session import set_xla_compilation
+
+    batches = args.batch or [1, 32]
+    needs_xla = {str(Path(p).resolve()) for p in args.xla}
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as folder:
+        exports = exports_to_serve(args, folder)
+        set_xla_compilation(False)  # as the model server runs, from here on
+        results = time_exports(exports, needs_xla, batches, args.rounds)
+    write_benchmark(__file__, {
+        "settings": {"subjects": args.subjects, "variants": args.variant or ["float32"],
+                     "batches": batches, "rounds": args.rounds, "beam_size": args.beam_size,
+                     "xla_on": sorted(needs_xla), "served": "TF1 session, warm-up replayed"},
+        "exports": results, "cpu_int8_features": cpu_features(),
+        "load_average": {"before": round(load_before, 2),
+                         "after": round(os.getloadavg()[0], 2)},
+    }, variant=result_label(args), output=args.output)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ an exported SavedModel as the model server runs it), is slower than its float32 
 1024-wide product of 256 rows took 20.4 ms in that kernel against 8.7 ms in float32, and
 quantizing the inputs 1.2 ms more (`benchmarks/int8_routes.py`, 2 contended cores); the
 served int8 translator took 1,303 ms a sentence with int8 products against 617 ms widened
-(`benchmarks/int8_served.py`, docs/benchmarks.md). So on TensorFlow the int8 weights are
+(`benchmarks/serving_latency.py`, docs/benchmarks.md). So on TensorFlow the int8 weights are
 widened to float32 at call time instead (`x @ float(q)`, then divided by the per-channel
 scale: Keras' own weight-only int8 product): the weights stay int8 in the variables and the
 file, and only the compute is float.
@@ -60,7 +60,8 @@ def int8_products_here() -> bool:
 @contextlib.contextmanager
 def int8_products() -> Iterator[None]:
     """Within the block, every int8 layer traced or run multiplies int8 by int8, wherever it
-    runs: for timing that route (`benchmarks/int8_served.py`) and for tests.
+    runs: for timing that route (`benchmarks/serving_latency.py --variant int8-products`)
+    and for tests.
 
     Example:
     >>> with int8_products():

@@ -196,9 +196,18 @@ def result_name(script: str, variant: str | None = None, host: str | None = None
 def write_benchmark(script: str, document: dict, variant: str | None = None,
                     output: str | os.PathLike | None = None, say: Any = print) -> Path:
     """Writes a benchmark script's result as JSON: `document` with `device`, `versions`,
-    `date` and `command` (the script's command line) added where it has none, to `output`
-    or benchmarks/results/`result_name(script, variant)`.json; says where and returns the
-    path.
+    `date` and `command` (the script's command line) added where it has none, under the
+    one name `result_name(script, variant)`.json; says where and returns the path.
+
+    Args:
+        script: the script's path (`__file__`) or name.
+        document: the result.
+        variant: what tells this result apart from the script's others (see
+            `result_name`).
+        output: where it goes: a folder that exists (the file is named there, as in
+            benchmarks/results/: what a trial run passes, a temporary folder), a file
+            path, or None for benchmarks/results/.
+        say: called with the line saying where it went.
 
     Example:
         write_benchmark(__file__, {"settings": ..., "results": ...}, variant="jax")
@@ -209,7 +218,11 @@ def write_benchmark(script: str, document: dict, variant: str | None = None,
     document.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"))
     document.setdefault("command", " ".join(["python", *sys.argv]))
-    path = write_results(document, output if output is not None
-                         else results_path(result_name(script, variant)))
+    name = result_name(script, variant)
+    if output is None:
+        output = results_path(name)
+    elif Path(output).is_dir():
+        output = Path(output) / f"{name}.json"
+    path = write_results(document, output)
     say(f"wrote {path}")
     return path

@@ -2,7 +2,8 @@
 `interleaved`, and `Stopwatch` for a span that is not one call), the Keras and timm ViTs of a
 shape, the random Marian model of a shape, and the stand-in for a torchvision that cannot
 load (`zoo.bench.workers` runs the CPU works, `zoo.bench.gpu` the GPU works; the scripts in
-benchmarks/ time with the same functions, so that nothing else in the tree reads a clock)."""
+benchmarks/ time with the same functions, so that nothing else in the tree reads a clock;
+`zoo.bench.latency` keeps each call's time, for percentiles and concurrent clients)."""
 
 from __future__ import annotations
 
@@ -41,11 +42,15 @@ class Stopwatch:
         self.started = time.perf_counter()
         return self
 
+    def elapsed(self) -> float:
+        """The wall seconds since `start()`, the clock left running (a deadline's check)."""
+        if self.started is None:
+            raise RuntimeError("Stopwatch read before start()")
+        return time.perf_counter() - self.started
+
     def stop(self) -> float:
         """The wall seconds since `start()` (also kept as `seconds`)."""
-        if self.started is None:
-            raise RuntimeError("Stopwatch.stop() called before start()")
-        self.seconds = time.perf_counter() - self.started
+        self.seconds = self.elapsed()
         return self.seconds
 
     def __enter__(self) -> "Stopwatch":

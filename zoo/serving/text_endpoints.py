@@ -25,7 +25,7 @@ an int8 translator's search takes one numeric route for every request size, the 
 widened to float32 (`zoo.layers.int8_route`), as the Python model's searches do. Int8
 products for small requests were faster on an AVX2 machine but made a sentence's translation
 depend on its neighbours; served on 2 AVX-512 VNNI cores they were 2.1x slower than the
-widened weights at one sentence and 3.4x at 32 (`benchmarks/int8_served.py`).
+widened weights at one sentence and 3.4x at 32 (`benchmarks/serving_latency.py`).
 """
 
 from __future__ import annotations

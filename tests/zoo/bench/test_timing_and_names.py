@@ -117,3 +117,11 @@ def test_write_benchmark_adds_the_machine_and_keeps_what_the_script_wrote(tmp_pa
 def test_zoo_bench_names_its_output_as_every_script_does():
     name = report.default_output().name
     assert report.RESULT_NAME.match(name).group("script") == "bench"
+
+
+def test_write_benchmark_names_its_file_in_a_folder_it_is_given(tmp_path):
+    path = report.write_benchmark("/x/benchmarks/beam_step.py", {"results": []},
+                                  variant="jax", output=tmp_path, say=lambda line: None)
+    assert path.parent == tmp_path
+    parsed = report.RESULT_NAME.match(path.name)
+    assert parsed and (parsed["script"], parsed["variant"]) == ("beam_step", "jax")
