@@ -41,7 +41,6 @@ def fine_tune(args: argparse.Namespace, rank: int | None) -> dict:
 
     import zoo
     from zoo.bench.steps import Stopwatch
-    from zoo.recipes.finetune import replace_head
     from zoo.recipes.vit import load_images
     from zoo.recipes.settings import ViTFinetuneRecipe
     from zoo.training.image_data import train_validation_split
@@ -54,7 +53,7 @@ def fine_tune(args: argparse.Namespace, rank: int | None) -> dict:
         seed=args.seed))
     train, valid = train_validation_split(len(images), args.validation_size, seed=args.seed,
                                           labels=labels)
-    model = replace_head(model, len(names), names)
+    model = model.with_new_head(len(names), names)
     if rank is not None:
         model.enable_lora(rank, args.lora_alpha)
     learning_rate = args.learning_rate if rank is None else args.lora_learning_rate

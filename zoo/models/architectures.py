@@ -6,16 +6,19 @@ gives a freshly initialised (untrained) model: `Translator.from_architecture(nam
 `from_preset` / `zoo.load` (a shipped name, a model file or folder, a hub handle), as in
 keras-hub, where a preset means trained weights.
 
-Architectures are declared next to their model (zoo/models/vit/architectures.py, zoo/models/translator/model.py) with
-`register_architecture`, in the spirit of timm's `register_model`: one entry per name, one
-builder per model class, and the same checks everywhere.
+Architectures are declared next to their model (zoo/models/vit/architectures.py,
+zoo/models/translator/architectures.py) with `register_architecture`, in the spirit of timm's
+`register_model`: one entry per name, one builder per model class, and the same checks
+everywhere. This module holds the registry only; what a model does to its weights (a new
+head, frozen blocks, another image size) is its surgery: `zoo.models.surgery` and the
+`surgery.py` beside each model.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable
+from typing import Any
 
 from zoo.errors import UserError
 
@@ -101,63 +104,3 @@ def load_preset(cls: type, name: str, **head: Any) -> Any:
     from zoo.hub.loader import load
 
     return load(name, expect=cls, **head)
-
-
-def training_option_changes(dropout: float | None = None, attention_dropout: float | None = None,
-                            dtype: Any = None) -> dict[str, Any]:
-    """The config changes that give a trained model other dropout rates or another dtype
-    policy (for `with_training_options`); `None` leaves a setting as it is.
-
-    Raises:
-        UserError: a rate outside [0, 1), naming it.
-    """
-    import keras  # here, so that `zoo --help` reads the architectures without Keras
-
-    changes: dict[str, Any] = {}
-    for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-        if rate is not None:
-            if not 0.0 <= float(rate) < 1.0:
-                raise UserError(f"{name} must lie in [0, 1); got {rate!r}")
-            changes[name] = float(rate)
-    if dtype is not None:
-        changes["dtype"] = keras.dtype_policies.serialize(keras.dtype_policies.get(dtype))
-    return changes
-
-
-def copy_weights(source: Any, target: Any,
-                 convert: Callable[[Any, Any], Any] | None = None) -> None:
-    """Assigns every weight of `source` to the weight of `target` in the same position (two
-    models of one architecture, built; for `with_training_options` and the like).
-
-    Args:
-        source: the model whose weights are read.
-        target: the model whose weights are assigned, cast to their own dtype.
-        convert: optional `convert(old, new)`, returning the value for `new` to take instead
-            of `old` (e.g. a position table interpolated to another grid), or None.
-
-    Raises:
-        ValueError: the models have different numbers of weights, or a weight's shape
-            differs and `convert` gave no value for it.
-    """
-    from keras import ops
-
-    for old, new in zip(source.weights, target.weights, strict=True):
-        value = convert(old, new) if convert is not None else None
-        if value is None:
-            if tuple(old.shape) != tuple(new.shape):
-                raise ValueError(f"cannot copy weight {old.path} of shape "
-                                 f"{tuple(old.shape)} to {new.path} of shape {tuple(new.shape)}")
-            value = old
-        new.assign(ops.cast(value, new.dtype))
-
-
-def in_run_options(model: Any, dropout: float | None = None) -> Any:
-    """A trained model ready to train further in this run: `model` itself, or its copy
-    (`with_training_options`) in the global dtype policy (a model is saved with its own,
-    often float32) and with `dropout` where it is given."""
-    import keras
-
-    policy = keras.config.dtype_policy()
-    if dropout is None and model.dtype_policy.name == policy.name:
-        return model
-    return model.with_training_options(dropout=dropout, dtype=policy)

@@ -10,7 +10,7 @@ property returns the sum above); this module chooses the layers, freezes everyth
 folds the factors back in:
 
     model = zoo.load("vit-cifar10")
-    model = replace_head(model, 10, class_names)   # zoo.recipes.finetune; a new head first
+    model = model.with_new_head(10, class_names)   # a new head first
     model.enable_lora(8)                           # query and value projections of every block
     model.compile(...); model.fit(images, labels)  # compile after enabling
     model = model.merge_lora()                     # an ordinary model: W + (alpha / r) A B

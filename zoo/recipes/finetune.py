@@ -1,12 +1,19 @@
-"""Fine-tuning a pretrained ViT: a new head, frozen blocks, layer-wise learning-rate decay.
+"""Fine-tuning a pretrained ViT: layer-wise learning-rate decay, beside the model's own surgery.
+
+The surgery is the model's (`zoo.models.vit.surgery`): a new head, another image size, frozen
+blocks. What stays here is an optimizer's concern, a learning rate per depth:
 
     model = zoo.load("vit-cifar10")
-    model = replace_head(model, num_classes=10, class_names=FASHION_MNIST_CLASSES)
+    model = model.with_new_head(10, class_names=FASHION_MNIST_CLASSES)
     model = model.with_image_size(64)              # optional: a higher resolution (sec. 3.2)
-    freeze_blocks(model, 2)                        # embeddings and blocks 0-1 stay fixed
+    model.freeze_blocks(2)                         # embeddings and blocks 0-1 stay fixed
     model.compile(optimizer=adamw_no_decay_on_norms(
         1e-4, learning_rate_multipliers=layer_decay_multipliers(model, 0.75)), ...)
     model.fit(images, labels)
+
+`replace_head(model, ...)`, `freeze_blocks(model, n)` and `encoder_groups(model)` are the
+model's methods as functions (`with_new_head`, `freeze_blocks`, `layers_by_depth`), as
+`zoo.models.lora` has `enable_lora(model, ...)` beside the method.
 
 `zoo finetune vit --model NAME --data DIR` does all of this from the command line (see
 `zoo.recipes.vit`); `zoo finetune translator --model NAME ...` continues training a translator
@@ -32,11 +39,8 @@ def _require_vit(model: object) -> VisionTransformer:
 
 def replace_head(model: VisionTransformer, num_classes: int,
                  class_names: Sequence[str] | None = None) -> VisionTransformer:
-    """A copy of `model` with a new, freshly initialised classification head.
-
-    Every other weight (embeddings, encoder blocks, the final norm and the pre-logits layer
-    if any) is copied; the head is initialised as the model's `head_initializer` says (zeros
-    in the paper, so the new model starts from uniform predictions).
+    """A copy of `model` with a new, freshly initialised classification head:
+    `model.with_new_head(num_classes, class_names)` (also `reset_classifier`).
 
     Args:
         model: the pretrained `VisionTransformer`.
@@ -44,43 +48,28 @@ def replace_head(model: VisionTransformer, num_classes: int,
         class_names: their names (`num_classes` of them); "class_<i>" when None.
 
     Returns:
-        A new `VisionTransformer` (`VisionTransformer.with_new_head`); it compiles itself
-        on its first `fit`.
+        A new `VisionTransformer`; it compiles itself on its first `fit`.
 
     Raises:
-        ValueError: `num_classes` is not a positive int, or the class names do not number
-            `num_classes`.
+        ValueError: `model` is no `VisionTransformer`, `num_classes` is not a positive int,
+            or the class names do not number `num_classes`.
     """
     return _require_vit(model).with_new_head(num_classes, class_names)
 
 
 def encoder_groups(model: VisionTransformer) -> list[list[keras.layers.Layer]]:
-    """The model's layers by depth: `[embeddings, block 0, ..., block L-1, top]`.
+    """The model's layers by depth, `[embeddings, block 0, ..., block L-1, top]`:
+    `model.layers_by_depth()`.
 
-    The embeddings are the patch projection, the class token (and DeiT's distillation
-    token) and the position embeddings;
-    the top is the final LayerNorm, the pre-logits layer (if any) and the head.
+    Raises:
+        ValueError: `model` is no `VisionTransformer`.
     """
-    model = _require_vit(model)
-    embeddings = [model.patch_embedding, model.position_embedding]
-    if model.stem is not None:
-        embeddings.append(model.stem)
-    if model.class_token is not None:
-        embeddings.append(model.class_token)
-    if model.distillation_token_layer is not None:
-        embeddings.append(model.distillation_token_layer)
-    top = [model.encoder_norm, model.head]
-    if model.representation is not None:
-        top.insert(1, model.representation)
-    return [embeddings, *[[block] for block in model.encoder_blocks], top]
+    return _require_vit(model).layers_by_depth()
 
 
 def freeze_blocks(model: VisionTransformer, num_blocks: int) -> VisionTransformer:
-    """Freezes the embeddings and the first `num_blocks` encoder blocks; unfreezes the rest.
-
-    `freeze_blocks(model, 0)` makes every layer trainable again (full fine-tuning);
-    `freeze_blocks(model, model.num_layers)` trains only the final norm and the head (a
-    linear probe). Compile the model after changing what is trainable.
+    """Freezes the embeddings and the first `num_blocks` encoder blocks and unfreezes the
+    rest, in place: `model.freeze_blocks(num_blocks)` (0 unfreezes every layer).
 
     Args:
         model: the `VisionTransformer`, changed in place.
@@ -90,22 +79,10 @@ def freeze_blocks(model: VisionTransformer, num_blocks: int) -> VisionTransforme
         The same model, for chaining.
 
     Raises:
-        ValueError: `num_blocks` outside 0 .. num_layers.
+        ValueError: `model` is no `VisionTransformer`, or `num_blocks` is outside
+            0 .. num_layers.
     """
-    model = _require_vit(model)
-    if (isinstance(num_blocks, bool) or not isinstance(num_blocks, int)
-            or not 0 <= num_blocks <= model.num_layers):
-        raise UserError(f"num_blocks must be an int in 0..{model.num_layers} (the model's "
-                        f"blocks); got {num_blocks!r}")
-    groups = encoder_groups(model)
-    for depth, group in enumerate(groups):
-        # Depth 0 is the embeddings: frozen together with any block.
-        frozen = num_blocks > 0 and depth <= num_blocks
-        for layer in group:
-            layer.trainable = not frozen
-    # Compiled functions captured the old set of trainable variables.
-    model.train_function = model.test_function = model.predict_function = None
-    return model
+    return _require_vit(model).freeze_blocks(num_blocks)
 
 
 def layer_decay_multipliers(model: VisionTransformer, decay: float) -> dict[str, float]:
@@ -113,21 +90,25 @@ def layer_decay_multipliers(model: VisionTransformer, decay: float) -> dict[str,
 
     The head and final norm learn at the full rate; block `L-1` at `decay`, block `i` at
     `decay ** (L - i)`, and the embeddings at `decay ** (L + 1)`: layers near the input,
-    which hold the most general features, change the least (BEiT, Bao et al. 2022).
-    Pass the result as `learning_rate_multipliers` to `adamw_no_decay_on_norms`. Frozen
-    layers are left out (the optimizer never sees their variables).
+    which hold the most general features, change the least (BEiT, Bao et al. 2022). The
+    depths are the model's `layers_by_depth()`. Pass the result as
+    `learning_rate_multipliers` to `adamw_no_decay_on_norms`. Frozen layers are left out
+    (the optimizer never sees their variables).
 
     Args:
         model: the `VisionTransformer`.
         decay: the factor per block, in (0, 1]; 1 means no decay.
 
+    Returns:
+        The multiplier of every trainable variable, by its path without the model's name.
+
     Raises:
-        ValueError: `decay` outside (0, 1].
+        ValueError: `model` is no `VisionTransformer`, or `decay` outside (0, 1].
     """
     model = _require_vit(model)
     if not 0.0 < float(decay) <= 1.0:
         raise UserError(f"layer decay must be in (0, 1]; got {decay!r}")
-    groups = encoder_groups(model)
+    groups = model.layers_by_depth()
     top = len(groups) - 1
     multipliers = {}
     for depth, group in enumerate(groups):

@@ -47,9 +47,9 @@ from zoo.generation.settings import check_search_settings
 from zoo.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import TranslatorRecipe
-from zoo.models.architectures import in_run_options
 from zoo.hub.loader import load
 from zoo.models.quantization import refuse_quantized_training
+from zoo.models.surgery import in_run_options
 from zoo.text.loading import load_tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 from zoo.models.translator.model import Translator

@@ -58,13 +58,13 @@ from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import ViTRecipe
-from zoo.models.architectures import in_run_options
 from zoo.recipes.data_fit import fit_to_data
-from zoo.recipes.finetune import freeze_blocks, layer_decay_multipliers, replace_head
+from zoo.recipes.finetune import layer_decay_multipliers
 from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
 from zoo.training.distribution import ProcessShard, predict_in_batches, process_count
 from zoo.hub.loader import load
 from zoo.models.quantization import refuse_quantized_training
+from zoo.models.surgery import in_run_options
 from zoo.models.vit.initialization import pytorch_initialization
 from zoo.models.vit.model import VisionTransformer
 
@@ -235,7 +235,7 @@ def new_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransformer:
     if recipe.lora_rank:  # after the head is replaced: the new head trains too
         model.enable_lora(recipe.lora_rank, recipe.lora_alpha)
     else:
-        freeze_blocks(model, recipe.freeze_blocks)
+        model.freeze_blocks(recipe.freeze_blocks)
     return model
 
 
@@ -272,7 +272,7 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
     model = load(recipe.model, expect=VisionTransformer)
     refuse_quantized_training(model, recipe.model)
     if list(model.class_names or []) != list(class_names):
-        model = replace_head(model, len(class_names), class_names)
+        model = model.with_new_head(len(class_names), class_names)
     if model.image_size != recipe.image_size:
         model = model.with_image_size(recipe.image_size)
     return in_run_options(model, recipe.dropout)

@@ -170,30 +170,3 @@ def test_the_wrong_kind_is_refused_before_any_weight_loads(monkeypatch):
     monkeypatch.setattr(keras.saving, "load_model", never)
     with pytest.raises(ValueError, match="is a Translator, not a VisionTransformer"):
         zoo.load("translator-multi30k-en-de", expect=VisionTransformer)
-
-
-def test_copy_weights_copies_casts_converts_and_names_a_shape_mismatch():
-    import keras
-    import numpy as np
-
-    from zoo.models.architectures import copy_weights
-
-    def dense(units, dtype="float32"):
-        return keras.Sequential([keras.Input((3,)), keras.layers.Dense(units, dtype=dtype)])
-
-    source, target = dense(2), dense(2, dtype="mixed_bfloat16")
-    copy_weights(source, target)
-    for old, new in zip(source.weights, target.weights):
-        np.testing.assert_array_equal(np.asarray(old), np.asarray(new))
-    assert target.weights[0].dtype == "float32"  # variables keep their own dtype
-    wider = dense(4)
-    with pytest.raises(ValueError, match=r"cannot copy weight .*kernel of shape \(3, 2\) to "
-                                         r".*kernel of shape \(3, 4\)"):
-        copy_weights(source, wider)
-    # `convert` supplies a value where the shapes differ (here: the kernel and bias, tiled).
-    copy_weights(source, wider, lambda old, new: np.tile(np.asarray(old), (1, 2)[-old.ndim:]))
-    np.testing.assert_array_equal(np.asarray(wider.weights[0])[:, 2:],
-                                  np.asarray(source.weights[0]))
-    no_bias = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, use_bias=False)])
-    with pytest.raises(ValueError):  # a different number of weights
-        copy_weights(source, no_bias)

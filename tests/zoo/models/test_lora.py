@@ -11,7 +11,6 @@ import zoo
 from zoo.models.lora import effective_kernel, enable_lora, lora_layers, merge_lora
 from zoo.models.translator.model import Translator
 from zoo.models.vit.model import VisionTransformer
-from zoo.recipes.finetune import freeze_blocks
 from zoo.training.optimizers import relative_variable_path
 
 # D = 16, H = 4 heads of K = 4, F = 32, C = 5 classes, L = 2 blocks.
@@ -105,7 +104,7 @@ def test_a_lora_translator_trains_the_factors_alone():
 
 
 def test_frozen_blocks_get_trainable_factors_too():
-    model = freeze_blocks(vit(), 2)  # every block frozen: LoRA must still train its factors
+    model = vit().freeze_blocks(2)  # every block frozen: LoRA must still train its factors
     model.enable_lora(4)
     assert sum(int(np.prod(v.shape)) for v in model.trainable_weights) == expected_vit_count(
         4, ("query", "value"), False)

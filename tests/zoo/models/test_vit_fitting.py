@@ -8,7 +8,6 @@ import pytest
 import zoo
 from zoo.errors import UserError
 from zoo.models.vit.model import VisionTransformer
-from zoo.recipes.finetune import replace_head
 
 SMALL = {"num_layers": 1, "hidden_dim": 16, "num_heads": 2, "intermediate_dim": 16}
 
@@ -61,7 +60,7 @@ def test_a_model_you_compiled_keeps_your_choice():
 def test_a_new_head_fits_and_keeps_the_other_weights():
     model = _tiny(num_classes=10)
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    new = replace_head(model, 2, ["yes", "no"])
+    new = model.with_new_head(2, ["yes", "no"])
     assert not new.compiled and new.num_classes == 2
     np.testing.assert_array_equal(new.patch_embedding.weights[0].numpy(),
                                   model.patch_embedding.weights[0].numpy())

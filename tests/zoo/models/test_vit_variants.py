@@ -91,13 +91,11 @@ def test_hybrid_stem_stride_must_divide_the_patch():
 
 
 def test_hybrid_moves_to_a_larger_image_size_and_freezes_its_stem():
-    from zoo.recipes.finetune import freeze_blocks
-
     model = tiny(stem_filters=[8, 8])
     larger = model.with_image_size(32)
     assert larger.grid_size == (8, 8)
     assert larger(images(1, size=32)).shape == (1, 5)
-    freeze_blocks(model, 1)
+    model.freeze_blocks(1)
     assert not model.stem.trainable and model.encoder_blocks[1].trainable
 
 
@@ -205,8 +203,6 @@ def test_configs_without_the_distillation_keys_build_the_plain_vit():
 
 
 def test_distilled_model_surgery_keeps_both_leading_tokens():
-    from zoo.recipes.finetune import replace_head
-
     model = tiny(image_size=32, patch_size=8, distillation_token=True)
     bigger = model.with_image_size(64)
     old = numpy(model.position_embedding.position_embeddings)
@@ -221,7 +217,7 @@ def test_distilled_model_surgery_keeps_both_leading_tokens():
     pruned = model.prune_heads({0: [1, 3]})
     reference = zero_output_rows(model, {0: [1, 3]})
     np.testing.assert_allclose(numpy(pruned(x)), numpy(reference(x)), atol=1e-5)
-    new_head = replace_head(model, 3, ["a", "b", "c"])
+    new_head = model.reset_classifier(3, ["a", "b", "c"])
     assert tuple(new_head.head.kernel.shape) == (2, 16, 3)
     np.testing.assert_array_equal(numpy(new_head.distillation_token_layer.class_token),
                                   numpy(model.distillation_token_layer.class_token))
@@ -229,9 +225,7 @@ def test_distilled_model_surgery_keeps_both_leading_tokens():
 
 
 def test_distillation_token_is_frozen_with_the_embeddings():
-    from zoo.recipes.finetune import freeze_blocks
-
-    model = freeze_blocks(tiny(distillation_token=True), 1)
+    model = tiny(distillation_token=True).freeze_blocks(1)
     assert not model.distillation_token_layer.trainable
     assert not model.class_token.trainable and model.encoder_blocks[1].trainable
-    assert freeze_blocks(model, 0).distillation_token_layer.trainable
+    assert model.unfreeze().distillation_token_layer.trainable

@@ -1,5 +1,6 @@
-"""Fine-tuning: a new head, frozen blocks, layer-wise learning-rate decay, checkpoints that do
-not fit, Fashion-MNIST, and `zoo finetune` on real data beating the model it started from."""
+"""Fine-tuning: the model's surgery as functions, layer-wise learning-rate decay, checkpoints
+that do not fit, Fashion-MNIST, and `zoo finetune` on real data beating the model it started
+from."""
 
 from __future__ import annotations
 
@@ -42,48 +43,31 @@ def fit_step(model: VisionTransformer, optimizer: keras.optimizers.Optimizer) ->
     model.fit(images(), labels, batch_size=8, epochs=1, verbose=0)
 
 
-# ------------------------------------------------------------------ a new head
-def test_replace_head_keeps_every_other_weight_and_starts_uniform():
+# ------------------------------------------------------------------ surgery as functions
+def test_the_function_forms_call_the_models_methods():
+    """`replace_head`, `freeze_blocks` and `encoder_groups` are the model's `with_new_head`,
+    `freeze_blocks` and `layers_by_depth` (tested in tests/zoo/models/)."""
     model = small()
     new = replace_head(model, 3, class_names=["cat", "dog", "emu"])
-    old, fresh = values(model), values(new)
-    assert fresh["head/kernel"].shape == (16, 3) and fresh["head/bias"].shape == (3,)
-    body = [k for k in old if not k.startswith("head/")]
-    assert body and all(np.array_equal(old[k], fresh[k]) for k in body)
-    # The paper's zero head: every class equally likely before fine-tuning.
-    new_zero = replace_head(small(head_initializer="zeros"), 3)
-    assert np.allclose(np.asarray(new_zero.predict(images(), verbose=0)), 0.0)
-    assert new.classify(images(1), top_k=1)[0][0][0] in {"cat", "dog", "emu"}
-
-
-def test_replace_head_refuses_names_that_do_not_match_the_count():
-    with pytest.raises(ValueError, match="2 class names for num_classes=3"):
-        replace_head(small(), 3, class_names=["a", "b"])
-    with pytest.raises(ValueError, match="num_classes must be a positive int; got 0"):
-        replace_head(small(), 0)
-
-
-# ------------------------------------------------------------------ freezing
-def test_frozen_blocks_do_not_move_and_the_rest_does():
-    model = freeze_blocks(small(), 2)
-    before = values(model)
-    fit_step(model, keras.optimizers.Adam(1e-2))
-    after = values(model)
-    frozen = ("patch_embedding", "position_embedding", "class_token", "encoder_block_0/",
-              "encoder_block_1/")
-    for path in before:
-        moved = not np.array_equal(before[path], after[path])
-        assert moved != path.startswith(frozen), path
-    # Linear probe, then everything trainable again.
-    probe = freeze_blocks(small(), 3)
-    assert {relative_variable_path(v) for v in probe.trainable_weights} == {
+    assert new is not model and new.class_names == ["cat", "dog", "emu"]
+    assert tuple(new.head.kernel.shape) == (16, 3)
+    np.testing.assert_array_equal(np.asarray(new.encoder_norm.gamma),
+                                  np.asarray(model.encoder_norm.gamma))
+    assert freeze_blocks(model, 3) is model
+    assert {relative_variable_path(v) for v in model.trainable_weights} == {
         "encoder_norm/gamma", "encoder_norm/beta", "head/kernel", "head/bias"}
-    assert len(freeze_blocks(probe, 0).trainable_weights) == len(probe.weights)
-
-
-def test_freeze_blocks_refuses_more_blocks_than_the_model_has():
+    assert len(freeze_blocks(model, 0).trainable_weights) == len(model.weights)
+    assert encoder_groups(model) == model.layers_by_depth()
     with pytest.raises(ValueError, match=r"num_blocks must be an int in 0\.\.3 .* got 4"):
-        freeze_blocks(small(), 4)
+        freeze_blocks(model, 4)
+
+
+@pytest.mark.parametrize("function, arguments", [
+    (replace_head, (3,)), (freeze_blocks, (1,)), (encoder_groups, ()),
+    (layer_decay_multipliers, (0.5,))])
+def test_the_functions_refuse_a_model_that_is_no_vit(function, arguments):
+    with pytest.raises(ValueError, match="^expected a VisionTransformer; got Sequential$"):
+        function(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]), *arguments)
 
 
 # ------------------------------------------------------------------ layer-wise decay

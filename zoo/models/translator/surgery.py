@@ -2,7 +2,7 @@
 training options (dropout rates, compute dtype) for fine-tuning.
 
 `Translator` takes this method from `TranslatorSurgery`, as `VisionTransformer` takes its own
-from `zoo.models.vit.surgery`.
+from `zoo.models.vit.surgery`; the pieces both share are in `zoo.models.surgery`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import keras
 import numpy as np
 
-from zoo.models.architectures import copy_weights, training_option_changes
+from zoo.models.surgery import copy_weights, training_option_changes
 
 if TYPE_CHECKING:
     from zoo.models.translator.model import Translator

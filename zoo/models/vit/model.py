@@ -137,7 +137,7 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
     `grid_size` `(rows, cols)` of patches, `num_prefix_tokens` (1 with a class token, 2 with
     a distillation token too). With a distillation head, `head` holds both heads in one
     kernel `(2, features, num_classes)` (the class token's, then the distillation token's),
-    so that `replace_head`, `freeze_blocks` and layer-wise decay treat them as one head.
+    so that `with_new_head`, `freeze_blocks` and layer-wise decay treat them as one head.
 
     Example:
     >>> import numpy as np

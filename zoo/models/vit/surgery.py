@@ -1,9 +1,16 @@
-"""Model surgery on a Vision Transformer: a new model with this one's weights at another image
-size (the position grid interpolated), with other training options, a new head, or without
-some heads.
+"""Model surgery on a Vision Transformer: a new model with this one's weights and a new head,
+at another image size (the position grid interpolated), with other training options, or
+without some heads; and frozen blocks for fine-tuning.
 
-`VisionTransformer` takes these methods from `VisionTransformerSurgery`; none changes the model
-it is called on. Each new model is made by `from_config`, so that it saves and loads.
+`VisionTransformer` takes these methods from `VisionTransformerSurgery`. The `with_*` methods,
+`reset_classifier` and `prune_heads` leave the model they are called on unchanged and make the
+new one by `from_config`, so that it saves and loads; `freeze_blocks` and `unfreeze` change
+which of its layers train, in place. What every model's surgery shares is in `zoo.models.surgery`.
+
+    model = zoo.load("vit-cifar10")
+    model = model.with_new_head(3, class_names=["cat", "dog", "ship"])  # or reset_classifier
+    model = model.with_image_size(64)      # a higher resolution (the paper's section 3.2)
+    model.freeze_blocks(2)                 # embeddings and blocks 0-1 stay fixed
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from keras import ops
 from zoo.errors import UserError
 from zoo.layers.position_embedding import interpolate_position_embedding_2d
 from zoo.layers.validation import image_size_pair, is_int, positive_int
-from zoo.models.architectures import copy_weights, training_option_changes
+from zoo.models.surgery import (assign_weights, copy_weights, copy_weights_outside,
+                                training_option_changes, weights_outside)
 
 if TYPE_CHECKING:
     from zoo.models.vit.model import VisionTransformer
@@ -49,7 +57,8 @@ def check_pruned_heads(pruned_heads: Mapping[Any, Sequence[Any]], num_layers: in
 
 
 class VisionTransformerSurgery:
-    """`VisionTransformer`'s methods that make a new model from this one's weights."""
+    """`VisionTransformer`'s methods that make a new model from this one's weights, and those
+    that choose which of its layers train."""
 
     def with_image_size(self, image_size: int | tuple[int, int],
                         method: str = "bicubic") -> "VisionTransformer":
@@ -66,8 +75,12 @@ class VisionTransformerSurgery:
 
         Returns:
             A new `VisionTransformer` (not compiled).
+
+        Raises:
+            ValueError: a size that is not a positive int or pair, or a side that is not a
+                multiple of `patch_size`; an unknown `method`.
         """
-        image_size_pair(image_size)  # checks it
+        image_size_pair(image_size, error=UserError)  # checks it
         return self._rebuilt({"image_size": image_size}, method)
 
     def with_training_options(self, *, dropout: float | None = None,
@@ -109,7 +122,7 @@ class VisionTransformerSurgery:
                 not number `num_classes`.
         """
         if num_classes is None and class_names is None:
-            raise UserError("with_new_head needs num_classes or class_names")
+            raise UserError("a new head needs num_classes or class_names; got neither")
         if num_classes is None:
             num_classes = len(class_names)  # type: ignore[arg-type]
         positive_int(num_classes, "num_classes", error=UserError)
@@ -119,11 +132,28 @@ class VisionTransformerSurgery:
                   "class_names": None if class_names is None else list(class_names)}
         config.pop("name", None)
         new = type(self).from_config(config)
-        head, new_head = ({id(v) for v in m.head.weights} for m in (self, new))
-        for old, target in zip([v for v in self.weights if id(v) not in head],
-                               [v for v in new.weights if id(v) not in new_head], strict=True):
-            target.assign(ops.cast(old, target.dtype))
+        copy_weights_outside(self, new, [self.head], [new.head])
         return new
+
+    def reset_classifier(self, num_classes: int | None = None,
+                         class_names: Sequence[str] | None = None) -> "VisionTransformer":
+        """timm's name for `with_new_head`: a new model with a fresh head for other classes.
+
+        Unlike timm's method, which changes the model in place, this returns a new model
+        (made by `from_config`, so that it saves and loads) and leaves the model it is
+        called on as it was: write `model = model.reset_classifier(10)`.
+
+        Args:
+            num_classes: the new number of classes; `len(class_names)` when None.
+            class_names: their names; "class_<i>" when None.
+
+        Returns:
+            A new `VisionTransformer` whose weights, but the head's, equal this one's.
+
+        Raises:
+            UserError: as `with_new_head`.
+        """
+        return self.with_new_head(num_classes, class_names)
 
     def _rebuilt(self, changes: dict[str, Any], method: str = "bicubic"
                  ) -> "VisionTransformer":
@@ -175,16 +205,73 @@ class VisionTransformerSurgery:
             attention = old.self_attention
             sources.append(attention.pruned([remaining.index(h) for h in new])
                            if new else attention)
-        old_attention = {id(w) for b in self.encoder_blocks for w in b.self_attention.weights}
-        new_attention = {id(w) for b in model.encoder_blocks for w in b.self_attention.weights}
-        pairs = list(zip([w for w in self.weights if id(w) not in old_attention],
-                         [w for w in model.weights if id(w) not in new_attention]))
+        pairs = list(zip(
+            weights_outside(self, [b.self_attention for b in self.encoder_blocks]),
+            weights_outside(model, [b.self_attention for b in model.encoder_blocks]),
+            strict=True))
         for source, block in zip(sources, model.encoder_blocks):
-            pairs += zip(source.weights, block.self_attention.weights)
-        for old, new in pairs:
-            if tuple(old.shape) != tuple(new.shape):
-                raise ValueError(
-                    f"cannot copy weight {old.path} of shape {tuple(old.shape)} to "
-                    f"{new.path} of shape {tuple(new.shape)}")
-            new.assign(ops.cast(old, new.dtype))
+            pairs += zip(source.weights, block.self_attention.weights, strict=True)
+        assign_weights(pairs)
         return model
+
+    # ------------------------------------------------------------------ what trains
+    def layers_by_depth(self) -> list[list[keras.layers.Layer]]:
+        """The model's layers by depth: `[embeddings, block 0, ..., block L-1, top]`.
+
+        The embeddings are the convolutional stem (if any), the patch projection, the class
+        token (and DeiT's distillation token) and the position embeddings; the top is the
+        final LayerNorm, the pre-logits layer (if any) and the head. `freeze_blocks` and
+        layer-wise learning-rate decay (`zoo.recipes.finetune.layer_decay_multipliers`)
+        count depth in these groups.
+
+        Returns:
+            `num_layers + 2` lists of layers, from the input side.
+        """
+        embeddings = [self.patch_embedding, self.position_embedding]
+        if self.stem is not None:
+            embeddings.append(self.stem)
+        if self.class_token is not None:
+            embeddings.append(self.class_token)
+        if self.distillation_token_layer is not None:
+            embeddings.append(self.distillation_token_layer)
+        top = [self.encoder_norm, self.head]
+        if self.representation is not None:
+            top.insert(1, self.representation)
+        return [embeddings, *[[block] for block in self.encoder_blocks], top]
+
+    def freeze_blocks(self, num_blocks: int) -> "VisionTransformer":
+        """Freezes the embeddings and the first `num_blocks` encoder blocks; unfreezes the rest.
+
+        Changes this model in place. `freeze_blocks(0)` makes every layer trainable again
+        (full fine-tuning, as `unfreeze()`); `freeze_blocks(num_layers)` trains only the
+        final norm, the pre-logits layer and the head (a linear probe). Compile the model
+        after changing what is trainable.
+
+        Args:
+            num_blocks: how many blocks, from the input side, stay fixed (0 .. num_layers).
+
+        Returns:
+            This model, for chaining: `model.freeze_blocks(2).compile(...)`.
+
+        Raises:
+            UserError: `num_blocks` is not an int in 0 .. num_layers.
+        """
+        if not is_int(num_blocks) or not 0 <= num_blocks <= self.num_layers:
+            raise UserError(f"num_blocks must be an int in 0..{self.num_layers} (the model's "
+                            f"blocks); got {num_blocks!r}")
+        for depth, group in enumerate(self.layers_by_depth()):
+            # Depth 0 is the embeddings: frozen together with any block.
+            frozen = num_blocks > 0 and depth <= num_blocks
+            for layer in group:
+                layer.trainable = not frozen
+        # Compiled functions captured the old set of trainable variables.
+        self.train_function = self.test_function = self.predict_function = None
+        return self
+
+    def unfreeze(self) -> "VisionTransformer":
+        """Makes every layer trainable again (`freeze_blocks(0)`), in place.
+
+        Returns:
+            This model, for chaining.
+        """
+        return self.freeze_blocks(0)
