@@ -142,9 +142,10 @@ def fused_attention_supported(dtype: Any) -> bool:
     Not on TensorFlow, whose `dot_product_attention` has no fused kernel: it is the same
     equation written as einsums over the `(batch, T, heads, d)` layout, and their gradients
     transpose on every call; the explicit equation's heads-first matrix products run
-    faster (the ViT-tiny train step's attention: 305 -> 123 thread-ms a step on a 2-core
-    CPU). Nor for float16 on JAX on a CPU: XLA there has no float16 dot_general with float32
-    accumulation, which JAX's fused attention asks for.
+    faster (the ViT-tiny train step's attention: docs/performance-log.md, 2026-11-25,
+    "Attention's projections as 2-D products"). Nor for float16 on JAX on a CPU: XLA there
+    has no float16 dot_general with float32 accumulation, which JAX's fused attention asks
+    for.
 
     Args:
         dtype: the dtype of the queries, keys and values.

@@ -5,8 +5,9 @@ A cache is a `(keys, values)` pair of projected keys and values, each
 before positions: a step writes its tokens into each buffer (one `update_slice`, which XLA
 does in place), and attention reads the buffers as they are, a batched matmul per head, where
 a stacked, position-major cache was split, transposed and stacked again every step (copies
-that grow with the cache; the translator's searches run 1.35-1.4x faster without them, greedy
-and beam 4, TensorFlow and JAX).
+that grow with the cache; the translator's searches, greedy and beam 4, TensorFlow and JAX,
+run faster without them: docs/performance-log.md, 2026-11-24, "Key/value cache as a
+`(keys, values)` pair").
 """
 
 from __future__ import annotations

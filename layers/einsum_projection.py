@@ -2,11 +2,13 @@
 
 On TensorFlow the layer's own call is a batched product with the kernel broadcast over the
 batch, and its kernel gradient a batched product summed over the batch; `project` is one
-`MatMul` each way, on the same weights (the ViT-tiny train step's four attention projections:
-599 -> 357 thread-ms a step on a 2-core CPU). An int8 layer whose route widens its weights
-(`layers/int8_route.py`: TensorFlow without XLA) takes the same single product against its
-widened kernel: Keras' int8 call would run the batched product, which made the exported int8
-`vit-cifar10` 1.6x slower than float32 at batch 32 (493 against 314 ms).
+`MatMul` each way, on the same weights, and faster (the ViT-tiny train step's four attention
+projections: docs/performance-log.md, 2026-11-25, "Attention's projections as 2-D
+products"). An int8 layer whose route widens its weights (`layers/int8_route.py`: TensorFlow
+without XLA) takes the same single product against its widened kernel: Keras' int8 call
+would run the batched product, which made the exported int8 `vit-cifar10` slower than
+float32 at batch 32 (docs/performance-log.md, 2026-11-26, "An int8 layer's widened kernel in
+one product").
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ def exact_gelu(x: Any) -> Any:
     The same function as `keras.activations.gelu(x, approximate=False)` (to float rounding,
     and within 1e-6 of it where the two forms differ most, x far below zero), in the form
     PyTorch and JAX use. TensorFlow's `tf.nn.gelu` writes it with `erfc`, whose kernel is not
-    vectorized on a CPU: in the ViT-tiny train step the activation and its gradient took 130
-    thread-ms a step on a 2-core CPU with `erfc`, and the step ran 1.15x faster with `erf`.
+    vectorized on a CPU: the ViT-tiny train step ran faster with `erf` (docs/performance-log.md,
+    2026-11-25, "... and GELU in its `erf` form").
 
     Example:
     >>> import numpy as np

@@ -3,21 +3,20 @@
 Keras' int8 `Dense` and `EinsumDense` quantize each input row on the fly and multiply int8
 by int8 with int32 sums. That is the fast route on JAX, but TensorFlow's own int8 `MatMul`
 kernel, which a TensorFlow graph without XLA runs (eager calls, Keras' `predict` on a CPU,
-an exported SavedModel as the model server runs it), is slower than its float32 one: a
-1024-wide product of 256 rows took 20.4 ms in that kernel against 8.7 ms in float32, and
-quantizing the inputs 1.2 ms more (`benchmarks/int8_routes.py`, 2 contended cores); the
-served int8 translator took 1,303 ms a sentence with int8 products against 617 ms widened
-(`benchmarks/serving_latency.py`, docs/benchmarks.md). So on TensorFlow the int8 weights are
-widened to float32 at call time instead (`x @ float(q)`, then divided by the per-channel
-scale: Keras' own weight-only int8 product): the weights stay int8 in the variables and the
-file, and only the compute is float.
+an exported SavedModel as the model server runs it), is slower than its float32 one, and
+the served int8 translator was slower with int8 products than with its weights widened
+(`benchmarks/int8_routes.py`, `benchmarks/serving_latency.py`; the figures: docs/benchmarks.md,
+"int8 weights" and "int8 exports served"). So on TensorFlow the int8 weights are widened to
+float32 at call time instead (`x @ float(q)`, then divided by the per-channel scale: Keras'
+own weight-only int8 product): the weights stay int8 in the variables and the file, and only
+the compute is float.
 
 One route a backend, whatever the batch and whether XLA compiles the graph: an input's
 answer must not depend on what shares its request (issue 52), and the Python translator
 (whose searches XLA compiles) must give the served export's translations. Under XLA the
-int8 products were faster (1.4 ms against 3.1 ms float32 for a 1024-wide product of 32
-rows), but a search that rounds its inputs to int8 picks other tokens than the served one
-on about one sentence in five.
+int8 products were faster than float32 (docs/benchmarks.md, "int8 weights"), but a search
+that rounds its inputs to int8 picks other tokens than the served one on about one sentence
+in five.
 
 `int8_products_here` makes that choice, in one place; `RoutedInputQuantizer` hands it to
 Keras' layers (`route_int8_layer`), and the zoo's `TokenEmbedding` asks it for its logits.
@@ -46,9 +45,9 @@ def int8_products_here() -> bool:
     """Whether an int8 layer should quantize its inputs and multiply int8 by int8 in the
     computation being traced or run now.
 
-    True on JAX (its int8 dot is the faster one: 1.1 ms against 1.9 ms float32 for 32
-    rows of a 1024-wide product) and inside `int8_products()`; False on TensorFlow, with
-    XLA or without, so that the Python model and its export compute the same numbers.
+    True on JAX (its int8 dot is the faster one: docs/benchmarks.md, "int8 weights") and
+    inside `int8_products()`; False on TensorFlow, with XLA or without, so that the Python
+    model and its export compute the same numbers.
 
     Example:
     >>> isinstance(int8_products_here(), bool)

@@ -169,8 +169,9 @@ def one_garbage_collection() -> Iterator[None]:
     variable a layer drops (as `quantize` replaces a float kernel) is skipped; one full
     collection runs at the end instead.
 
-    Each of those collections walks the whole heap (about 0.37 s with TensorFlow loaded):
-    they were 12.3 s of the 12.6 s that quantizing a small translator's 33 layers took.
+    Each of those collections walks the whole heap, TensorFlow's included: they were nearly
+    all the time that quantizing a small translator took (docs/performance-log.md,
+    2026-11-26, "Quantizing collects garbage once").
     """
     collect = gc.collect
     gc.collect = lambda *args, **kwargs: 0

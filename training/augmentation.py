@@ -31,9 +31,9 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
+from zoo.errors import UserError
 from zoo.layers.validation import positive_int
 from .compilation import compile_for_backend
-from .errors import UserError
 from .rand_augment import RandAugmentPolicy
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from .errors import UserError
+from zoo.errors import UserError
 
 
 def average_checkpoints(model: keras.Model, weight_files: list[str | os.PathLike]) -> None:

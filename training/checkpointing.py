@@ -50,9 +50,9 @@ from typing import Any, Iterable
 import keras
 import numpy as np
 
-from .disk_faults import naming
-from .errors import UserError
-from .file_store import fsync, refuse_link
+from zoo.errors import UserError
+from zoo.files.disk_faults import naming
+from zoo.files.file_store import fsync, refuse_link
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"

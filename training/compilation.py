@@ -17,11 +17,12 @@ def compile_for_backend(fn: Callable[..., Any], layer: keras.layers.Layer,
 
     TensorFlow: a `tf.function`, traced once per input shape, compiled by XLA with
     `jit_compile` (as JAX always is: a search's loop then updates its buffers in place and
-    fuses its small ops, 1.5x faster on a CPU than the plain graph). JAX: `jax.jit` over the values
-    of `layer`'s variables, passed in through a `keras.StatelessScope`; the values that `fn`
-    assigns (a random generator's state, for instance) are written back to the variables
-    after each call, so the next call sees them, as on TensorFlow, and weights changed by
-    training are seen without recompiling. Other backends: `fn` as it is.
+    fuses its small ops, faster on a CPU than the plain graph: docs/performance-log.md,
+    2026-11-23). JAX: `jax.jit` over the values of `layer`'s variables, passed in through a
+    `keras.StatelessScope`; the values that `fn` assigns (a random generator's state, for
+    instance) are written back to the variables after each call, so the next call sees them,
+    as on TensorFlow, and weights changed by training are seen without recompiling. Other
+    backends: `fn` as it is.
 
     `layer` must be built before the first call (its variables are read then).
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
+from zoo.errors import UserError
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 

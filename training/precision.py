@@ -15,12 +15,12 @@ and for a model built under another policy than the one it is trained with. bflo
 float32's exponent range and needs no loss scaling.
 
 On a CPU, bfloat16 pays only where the processor computes it natively (AVX512_BF16 or AMX):
-there `mixed_bfloat16` trained a CIFAR ViT 1.38x faster than float32 (../shared/ANCHORS.md);
-on a 2-core AVX2 host without either it trained `vit-cifar-small` at 36.0 and 38.9 images/s
-against 47.3 and 48.8 in float32 (TensorFlow with oneDNN, batch 128;
-benchmarks/train_step_speed.py; 11.9 to 13.0 against 41.1 to 42.0 before the attention's
-einsums and the erfc GELU were replaced), since each bfloat16 product is then converted and
-emulated. `start_run` warns in that case (`bfloat16_warning`).
+there `mixed_bfloat16` trained a CIFAR ViT faster than float32; on a 2-core AVX2 host
+without either it trained `vit-cifar-small` slower than float32 (TensorFlow with oneDNN,
+batch 128, benchmarks/train_step_speed.py; far slower before the attention's einsums and the
+erfc GELU were replaced), since each bfloat16 product is then converted and emulated. The
+figures: docs/benchmarks.md, "Training precision and oneDNN". `start_run` warns in that case
+(`bfloat16_warning`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import keras
 
-from .errors import UserError
+from zoo.errors import UserError
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # /proc/cpuinfo flags of CPUs that compute bfloat16 products natively.

@@ -26,11 +26,11 @@ def _is_terminal(stream: TextIO) -> bool:
 class Step:
     """A long step, said on stderr as it runs.
 
-    It writes `zoo: <what> ...` when it starts and `zoo: <what>: done in 12.3 s` when it ends
-    (`stopped after 4.0 s` when an exception leaves it). With `total`, `advance(n)` counts the
-    work done: at a terminal the line is redrawn in place, at most five times a second
-    (`zoo: decoding 50,000 images ... 12,000/50,000`); in a log file only the start and end
-    lines appear, so a log reads one line per step.
+    It writes `zoo: <what> ...` when it starts and `zoo: <what>: done in <seconds> s` when it
+    ends (`stopped after <seconds> s` when an exception leaves it). With `total`, `advance(n)`
+    counts the work done: at a terminal the line is redrawn in place, at most five times a
+    second (`zoo: decoding 50,000 images ... 12,000/50,000`); in a log file only the start and
+    end lines appear, so a log reads one line per step.
 
     Example:
         >>> import io

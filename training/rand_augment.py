@@ -14,12 +14,11 @@ Why not `keras.layers.RandAugment` (Keras 3.15): it draws the operations once pe
 image of a batch gets the same two operations), its `factor` means different things per
 operation (rotation up to `factor`·360° in one direction; posterize and solarize grow *weaker*
 as `factor` grows), its Equalization builds one histogram over the whole batch, and on JAX it
-is slow: 120-270 images/s on 2 CPU cores for batches of 256 CIFAR images, eager or jitted, after
-a 35-60 s XLA compile (`benchmarks/augmentation_throughput.py`). Here the geometric
-operations of a round share one bilinear resampling (`affine_bilinear`, four gathers;
-`ops.image.affine_transform` also interpolates across the channel axis on JAX and was 10x
-slower there), the colour operations are cheap
-element-wise expressions, and everything is jittable.
+is slow, eager or jitted, after a long XLA compile (`benchmarks/augmentation_throughput.py`;
+docs/benchmarks.md, "Augmentation throughput"). Here the geometric operations of a round
+share one bilinear resampling (`affine_bilinear`, four gathers; `ops.image.affine_transform`
+also interpolates across the channel axis on JAX and was far slower there), the colour
+operations are cheap element-wise expressions, and everything is jittable.
 
 Values are floats in 0..255 (uint8 input is cast); every operation clips to that range.
 """

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 import keras
 import numpy as np
 
+from zoo.errors import UserError
 from zoo.layers.validation import is_int, positive_int
-from .errors import UserError
 
 # The special ids of the zoo's subword vocabularies (zoo.text.tokenizer.SubwordTokenizer trains
 # with them): the defaults wherever an id is not given.

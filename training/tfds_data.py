@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from zoo.errors import UserError
 from zoo.layers.validation import image_size_pair, positive_int
-from .errors import UserError
 
 PREFIX = "tfds:"
 OFFLINE_VARIABLES = ("ZOO_OFFLINE", "TFDS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")

@@ -18,9 +18,10 @@ def use_onednn(environ: typing.MutableMapping[str, str] = os.environ,
 
     TensorFlow turns them on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX; elsewhere
     its matrix products run through kernels built for AVX without FMA. On a 2-core AVX2 host
-    (a hypervisor that hides AVX-512): `vit-cifar-small`'s float32 train step 36.5 and 38.4
-    images/s with them against 18.7 and 18.0 without; `zoo bench`'s ViT-tiny train step 126
-    against 54. Results may differ in the last bits (a different order of summation).
+    (a hypervisor that hides AVX-512) they about doubled the speed of `vit-cifar-small`'s
+    float32 train step and of `zoo bench`'s ViT-tiny train step (docs/performance-log.md,
+    2026-11-25, "The `zoo` command turns on TensorFlow's oneDNN kernels"). Results may differ
+    in the last bits (a different order of summation).
 
     The `zoo` command, `zoo bench`'s workers and benchmarks/train_step_speed.py call it first;
     in a Python program of your own, call it (or set the variable) before importing

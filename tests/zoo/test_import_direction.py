@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Installed name -> folder in the checkout (pyproject.toml's package-dir).
 FOLDERS = {"zoo.layers": ROOT / "layers", "zoo.training": ROOT / "training", "zoo": ROOT / "zoo"}
 # Bottom to top: a module may import from its own level and the levels before it.
-LEVELS = ["zoo.layers", "zoo.training", "zoo.errors", "zoo.runtime", "zoo.version", "zoo.text",
-          "zoo.generation", "zoo.models", "zoo.converters", "zoo.hub", "zoo.serving",
+LEVELS = ["zoo.layers", "zoo.errors", "zoo.files", "zoo.training", "zoo.runtime", "zoo.version",
+          "zoo.text", "zoo.generation", "zoo.models", "zoo.converters", "zoo.hub", "zoo.serving",
           "zoo.recipes", "zoo.pipelines", "zoo.bench", "zoo.cli"]
 SANCTIONED = {("zoo.models.architectures", "zoo.hub.loader")}
 

@@ -7,7 +7,7 @@ Errors in what the user gave (a `zoo.UserError`: an unknown model, a bad image, 
 value; or a missing file) are printed as one line, `zoo: error: ...`, with exit status 2, never
 as a stack trace. So are the machine's faults: a full disk, a read-only file system, a write
 refused (an OSError with errno ENOSPC, EDQUOT, EROFS, EACCES or EPERM, or TensorFlow's error
-for one, `zoo.training.disk_faults`), as `zoo: error: cannot write PATH: No space left on
+for one, `zoo.files.disk_faults`), as `zoo: error: cannot write PATH: No space left on
 device`, and the same for stdout (`zoo models > /dev/full`: `cannot write standard output
 (/dev/full): ...`). Any other exception is the zoo's bug and keeps its traceback. The zoo's own
 warnings print as one line, `zoo: warning: ...`; TensorFlow's start-up chatter on stderr is
@@ -15,7 +15,7 @@ filtered (zoo/cli/quiet.py) unless `--verbose` or `ZOO_LOG=debug` asks for it.
 
 Every command runs TensorFlow with its oneDNN kernels (`zoo.runtime.use_onednn`), which
 TensorFlow turns on by itself only on CPUs with AVX-512 VNNI, BF16 or AMX: on a 2-core AVX2
-host they trained 2.0x to 2.3x faster (docs/performance-log.md).
+host they trained about twice as fast (docs/performance-log.md, 2026-11-25, oneDNN).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
 from zoo.errors import FILE_ERRORS, UserError
 from zoo.runtime import keep_jax_out_of_tensorflow, use_onednn
 from zoo.training.interrupts import interrupted, note_interrupts
-from zoo.training.disk_faults import describe, disk_fault
+from zoo.files.disk_faults import describe, disk_fault
 
 # The zoo's own packages: their errors and warnings are the zoo's.
 OWN_PACKAGES = ("zoo",)
@@ -155,7 +155,7 @@ def _interrupted_exit() -> int:
 
 def _disk_fault_line(error: BaseException) -> str | None:
     """`cannot write PATH: No space left on device` for a full or read-only disk or a
-    refused write (`zoo.training.disk_faults`), else None (a bug's error, say)."""
+    refused write (`zoo.files.disk_faults`), else None (a bug's error, say)."""
     fault = disk_fault(error)
     return None if fault is None else describe(fault)
 

@@ -15,7 +15,7 @@ import os
 from typing import Any, Mapping
 
 from zoo.errors import UserError
-from zoo.training.json_files import read_json_file
+from zoo.files.json_files import read_json_file
 
 _REQUIRED = object()
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from zoo.converters._safetensors_file import read_safetensors
 from zoo.errors import UserError
-from zoo.training.json_files import read_json_file
+from zoo.files.json_files import read_json_file
 
 SAFETENSORS_NAMES = ("model.safetensors",)
 SAFETENSORS_INDEX = "model.safetensors.index.json"

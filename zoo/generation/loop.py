@@ -150,12 +150,12 @@ def _two_steps(cond: Callable, body: Callable) -> Callable:
 
     Beam search reorders its cache with a gather, which cannot write in place; one step per
     iteration, XLA then copies the gathered cache back into the loop's buffer every step. With
-    two, the steps alternate between two buffers: beam 4 1.09x faster on TensorFlow, and on
-    JAX 1.09x or the same within the noise (docs/performance-log.md). Not for greedy search,
-    which has no reorder (there the condition cost more than it saved), nor in an export's
-    graph, which XLA does not compile (batch 1 slower), nor for small searches
-    (`_search_loop`): XLA compiles the step twice, 1.3 s more before `zoo translate`'s first
-    sentence."""
+    two, the steps alternate between two buffers, and beam 4 ran faster on TensorFlow (on JAX
+    faster or the same within the noise). Not for greedy search, which has no reorder (there
+    the condition cost more than it saved), nor in an export's graph, which XLA does not
+    compile (batch 1 slower), nor for small searches (`_search_loop`): XLA compiles the step
+    twice, which delays `zoo translate`'s first sentence. The figures:
+    docs/performance-log.md, 2026-11-25, "Beam search runs two steps per iteration"."""
     def twice(*state: Any) -> tuple:
         state = body(*state)
         return ops.cond(cond(*state), lambda: body(*state), lambda: state)

@@ -12,8 +12,8 @@ from keras import ops
 def blocked_top_k(values: Any, k: int, block_size: int = 64) -> tuple[Any, Any]:
     """`keras.ops.top_k` over the last axis, found through blocks: the same values and
     indices (equal values: the lower index first), in a fraction of the time where rows are
-    long and `k` small (a beam search's vocabulary: 0.46 against 1.64 ms for 128 rows of
-    8,000 and k 4, XLA on a CPU, whose top_k sorts; `benchmarks/beam_step.py`).
+    long and `k` small (a beam search's vocabulary under XLA on a CPU, whose top_k sorts; the
+    figures: docs/benchmarks.md, "Beam search step, part by part").
 
     Each row is cut into blocks of `block_size`; only the `k` blocks with the largest
     maxima can hold the row's `k` largest entries (were one of them elsewhere, `k` other
@@ -54,8 +54,9 @@ def first_index_of(values: Any, top: Any) -> Any:
 
     Written as a min-reduction over the indices where `values == top`. XLA compiles `argmax`
     to a reduction over (value, index) pairs that its CPU backend does not vectorize: in the
-    greedy search at `zoo bench`'s shapes (32 rows of 8,000 logits) it took about 1 ms of
-    each 8 ms step on a 2-core CPU. A row without its maximum (NaN) gives the last index.
+    greedy search at `zoo bench`'s shapes (32 rows of 8,000 logits) it took an eighth of each
+    step (docs/performance-log.md, 2026-11-26). A row without its maximum (NaN) gives the last
+    index.
     """
     width = ops.shape(values)[-1]
     indices = ops.arange(width, dtype="int32")

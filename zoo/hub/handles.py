@@ -52,8 +52,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from zoo.training.disk_faults import naming
-from zoo.training.file_store import cache_dir, write_atomically
+from zoo.files.disk_faults import naming
+from zoo.files.file_store import cache_dir, write_atomically
 from zoo.errors import UserError
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def model_name(handle: str) -> str:
 
 def hub_cache_dir() -> Path:
     """Where converted hub models are kept: the zoo's cache folder's `hub/`
-    (`zoo.training.file_store.cache_dir`)."""
+    (`zoo.files.file_store.cache_dir`)."""
     return cache_dir("hub")
 
 

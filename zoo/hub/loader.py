@@ -15,8 +15,8 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zoo.training.disk_faults import DISK_FULL_ERRNOS
-from zoo.training.file_store import cache_dir, file_sha256, write_atomically
+from zoo.files.disk_faults import DISK_FULL_ERRNOS
+from zoo.files.file_store import cache_dir, file_sha256, write_atomically
 from zoo.errors import UserError
 
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
@@ -53,7 +53,7 @@ class DownloadError(UserError):
 
 def downloads_dir() -> Path:
     """Where downloaded models are kept: the zoo's cache folder's `downloads/`
-    (`zoo.training.file_store.cache_dir`)."""
+    (`zoo.files.file_store.cache_dir`)."""
     return cache_dir("downloads")
 
 

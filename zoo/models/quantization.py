@@ -31,10 +31,11 @@ Keras' layers save their scales only when their own policy says int8.
 
 Size, not speed, where it is served: without XLA, TensorFlow's int8 product is slower than
 its float32 one, and widening the weights at every call costs more than reading float32
-ones. Served as the model server runs it (docs/benchmarks.md, "int8 exports served"), the
-int8 `translator-multi30k-en-de` took 617 ms for one sentence against float32's 134, and
-5.2 s for 32 against 1.9 s, on 2 Intel Xeon cores with AVX-512 VNNI and AMX (busy, interleaved); on 2 AMD EPYC
-cores with AVX2, 886 against 833 ms for 32 sentences. Its `variables/` are 0.26x float32's. `zoo quantize` says so in one line (`int8_speed_note`).
+ones. Served as the model server runs it, the int8 `translator-multi30k-en-de` was several
+times slower than float32 on 2 Intel Xeon cores with AVX-512 VNNI and AMX, and slower at 32
+sentences on 2 AMD EPYC cores with AVX2 (the figures: docs/benchmarks.md, "int8 exports
+served"). Its `variables/` are 0.26x float32's. `zoo quantize` says so in one line
+(`int8_speed_note`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def _save(fig: Any, path: str | os.PathLike) -> None:
     Raises:
         zoo.UserError: a suffix that names no picture format matplotlib writes.
         IsADirectoryError: `path` is a folder."""
-    from zoo.training.file_store import write_atomically
+    from zoo.files.file_store import write_atomically
 
     from zoo.errors import UserError
 

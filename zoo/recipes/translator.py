@@ -25,7 +25,7 @@ import numpy as np
 
 from zoo.training.checkpoint_averaging import average_checkpoints
 from zoo.training.checkpointing import WEIGHTS_FILE
-from zoo.training.file_store import write_atomically
+from zoo.files.file_store import write_atomically
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.optimizers import transformer_adam
 from zoo.training.progress import Step

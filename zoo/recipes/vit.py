@@ -32,7 +32,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from zoo.training.archives import extract_archive
+from zoo.files.archives import extract_archive
 from zoo.training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
 from zoo.training.device_resident import DeviceResidentTraining
 from zoo.training.idx_data import (

@@ -52,8 +52,8 @@ import keras
 
 from zoo.errors import UserError
 from zoo.layers.validation import positive_int
-from zoo.training.disk_faults import naming
-from zoo.training.file_store import refuse_link
+from zoo.files.disk_faults import naming
+from zoo.files.file_store import refuse_link
 from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,

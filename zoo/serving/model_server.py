@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from zoo.files.file_store import write_atomically
 from zoo.serving.chunks import CHUNK_ROWS
 from zoo.serving.image_endpoints import MAX_IMAGES
 from zoo.serving.text_endpoints import MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES
-from zoo.training.file_store import write_atomically
 
 
 def xla_only_op_types(export_dir: str | os.PathLike) -> set[str]:

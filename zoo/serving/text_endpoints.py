@@ -24,8 +24,9 @@ An input's answer does not depend on what else shares its request or the server'
 an int8 translator's search takes one numeric route for every request size, the int8 weights
 widened to float32 (`zoo.layers.int8_route`), as the Python model's searches do. Int8
 products for small requests were faster on an AVX2 machine but made a sentence's translation
-depend on its neighbours; served on 2 AVX-512 VNNI cores they were 2.1x slower than the
-widened weights at one sentence and 3.4x at 32 (`benchmarks/serving_latency.py`).
+depend on its neighbours; served on 2 AVX-512 VNNI cores they were slower than the widened
+weights at one sentence and at 32 (`benchmarks/serving_latency.py`; docs/benchmarks.md, "int8
+exports served").
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import sentencepiece
 
 from zoo.errors import UserError
 from zoo.layers.validation import is_int
-from zoo.training.json_files import read_json_file
+from zoo.files.json_files import read_json_file
 from zoo.text.base import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
 _MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -227,7 +227,7 @@ class MarianTokenizer(Tokenizer):
 
 def _read_json(path: Path) -> dict:
     """A JSON object of OPUS-MT's folder (`vocab.json`, `tokenizer_config.json`, ...), read
-    with the size limit of `zoo.training.json_files`."""
+    with the size limit of `zoo.files.json_files`."""
     return read_json_file(path, expect=dict)
 
 

@@ -67,7 +67,7 @@ def test_shipped_vit_top1_served_equals_python_on_real_images(shared_data, tmp_p
     """100 real CIFAR-10 JPEGs: the served top-1 and its probability equal the Python
     API's (the graph decodes JPEGs to exactly PIL's pixels)."""
     import zoo
-    from zoo.training.archives import extract_archive
+    from zoo.files.archives import extract_archive
     from zoo.training.image_files import load_image, scan_image_folder
 
     if "vit-cifar10" not in zoo.list_models():

@@ -23,8 +23,8 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from zoo.errors import UserError
 from .disk_faults import naming
-from .errors import UserError
 from .file_store import cache_dir, file_sha256, write_atomically
 
 _MARKER = ".extracted.json"

@@ -1,5 +1,6 @@
-"""`zoo.training.disk_faults`: which errors are a full or read-only disk, the path they name,
-and the training kit's writes under them (whole or not at all, the path named)."""
+"""`zoo.files.disk_faults`: which errors are a full or read-only disk, the path they name,
+and the file store's writes and an archive's extraction under them (whole or not at all, the
+path named). A checkpoint under a disk fault: tests/training/test_checkpoint_disk_faults.py."""
 
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ import stat
 import tarfile
 from pathlib import Path
 
-import keras
-import numpy as np
 import pytest
 
-from zoo.training.disk_faults import describe, disk_fault, naming
-from zoo.training.file_store import write_atomically
+from zoo.files.disk_faults import describe, disk_fault, naming
+from zoo.files.file_store import write_atomically
 
 
 def _tf_errors():
@@ -117,7 +116,7 @@ def test_naming_makes_a_disk_fault_name_the_users_file(name, make, expected):
         assert (raised.value.errno, raised.value.filename) == expected
 
 
-# ----------------------------------------------------------------- the kit's writes
+# ------------------------------------------------------------------------- writes
 def _half_then(error: BaseException):
     def write(path):
         Path(path).write_bytes(b"half a file")
@@ -157,46 +156,6 @@ def test_write_atomically_writes_a_special_file_in_place_and_never_replaces_it(t
     assert [p.name for p in tmp_path.iterdir()] == ["pipe"]
 
 
-def _fails_while_writing(monkeypatch, code):
-    monkeypatch.setattr(np, "savez", lambda path, **arrays: _half_then(_fault(code))(path))
-
-
-def _disk_already_full(monkeypatch, code):
-    """Less room than the checkpoint needs: refused before HDF5 writes (which crashes the
-    process on a disk that fills up under it)."""
-    import collections
-    import shutil
-
-    usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 4096, 4096))
-
-    def never(*args, **kwargs):
-        raise AssertionError("save_weights ran on a full disk")
-
-    monkeypatch.setattr(keras.Model, "save_weights", never)
-
-
-@pytest.mark.parametrize("fault, code", [
-    (_fails_while_writing, errno.ENOSPC), (_fails_while_writing, errno.EROFS),
-    (_disk_already_full, errno.ENOSPC)], ids=["ENOSPC", "EROFS", "disk already full"])
-def test_a_checkpoint_under_a_disk_fault_names_it_and_leaves_no_part(tmp_path, fault, code,
-                                                                     monkeypatch):
-    from zoo.training.checkpointing import ResumableCheckpoint, restore_latest
-
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="adam", loss="mse")
-    x, y = np.zeros((4, 2)), np.zeros((4, 1))
-    callback = ResumableCheckpoint(tmp_path, keep=2)
-    model.fit(x, y, epochs=1, callbacks=[callback], verbose=0)
-    fault(monkeypatch, code)
-    with pytest.raises(OSError) as raised:
-        model.fit(x, y, epochs=2, initial_epoch=1, callbacks=[callback], verbose=0)
-    assert (raised.value.errno, raised.value.filename) == (code, str(tmp_path / "epoch-0002"))
-    monkeypatch.undo()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-0001"]
-    assert restore_latest(model, tmp_path) == 1  # the previous checkpoint is the newest
-
-
 def _pets(path: Path) -> Path:
     with tarfile.open(path, "w:gz") as archive:
         for name in ("cat", "dog"):
@@ -210,7 +169,7 @@ def _pets(path: Path) -> Path:
 @pytest.mark.parametrize("existing", [False, True], ids=["new folder", "existing folder"])
 def test_an_extraction_under_a_disk_fault_names_the_member_and_is_not_marked_done(
         tmp_path, existing, monkeypatch):
-    from zoo.training.archives import extract_archive
+    from zoo.files.archives import extract_archive
 
     archive = _pets(tmp_path / "pets.tar.gz")
     destination = tmp_path / "data"
