@@ -1,8 +1,9 @@
 """The generic training kit: data pipelines, schedules, losses, optimizers, callbacks,
 precision and distribution set-up. TensorFlow is imported lazily, inside the functions that
 build `tf.data` pipelines, so the kit works on the JAX backend without TensorFlow; and the
-names below load their module (and Keras) on first use, so `zoo.training.file_store` and
-`zoo.training.archives` serve `zoo models` without loading Keras."""
+names below load their module (and Keras) on first use, so `import zoo.training` is cheap.
+The file plumbing it uses (the cache folder, atomic writes, the run lock, archives) is
+`zoo.files`."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ _LAZY = {
     "RandomCropWithPadding": "zoo.training.augmentation",
     "RandomErasing": "zoo.training.augmentation",
     "ResumableCheckpoint": "zoo.training.checkpointing",
-    "RunFolderInUse": "zoo.training.run_lock",
     "SelectiveDecayAdamW": "zoo.training.optimizers",
     "TeacherForcingBatches": "zoo.training.text_batches",
     "WarmupCosine": "zoo.training.schedules",
@@ -30,7 +30,6 @@ _LAZY = {
     "compiled_augmentation": "zoo.training.augmentation",
     "data_parallel_scope": "zoo.training.distribution",
     "describe_devices": "zoo.training.distribution",
-    "extract_archive": "zoo.training.archives",
     "filter_by_length": "zoo.training.text_batches",
     "hold_run_folder": "zoo.training.run",
     "image_folder_tf_dataset": "zoo.training.image_data",
@@ -46,7 +45,6 @@ _LAZY = {
     "read_tsv_pairs": "zoo.training.text_data",
     "relative_variable_path": "zoo.training.optimizers",
     "restore_latest": "zoo.training.checkpointing",
-    "run_folder_lock": "zoo.training.run_lock",
     "scan_image_folder": "zoo.training.image_files",
     "set_precision": "zoo.training.precision",
     "setup_data_parallel": "zoo.training.distribution",
