@@ -58,7 +58,7 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
     """`{"calls", "p50_ms", "p99_ms", "min_ms", "mean_ms"}` of calls' wall seconds, the times
-    rounded to 0.01 ms."""
+    in milliseconds rounded to two decimals."""
     milliseconds = [1000 * s for s in seconds]
     return {"calls": len(milliseconds),
             "p50_ms": round(percentile(milliseconds, 50), 2),

@@ -20,15 +20,13 @@ from zoo.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from zoo.layers.token_embedding import TokenEmbedding
 from zoo.layers.transformer_decoder import TransformerDecoderBlock
 from zoo.layers.transformer_encoder import TransformerEncoderBlock
-from zoo.training.compilation import compile_for_backend
 from zoo.training.text_batches import END_ID, START_ID
 from zoo.models.translator import architectures  # noqa: F401  (registers the architectures)
-from zoo.generation.beam import beam_search
-from zoo.generation.greedy import greedy_search
-from zoo.generation.settings import NEVER, check_search_settings
+from zoo.generation.settings import NEVER
 from zoo.errors import UserError
 from zoo.models.architectures import architecture_config, load_preset
 from zoo.models.lora import TranslatorLora
+from zoo.models.translator.searching import TranslatorSearch
 from zoo.models.translator.surgery import TranslatorSurgery
 from zoo.models.translator.text_training import TextTraining
 from zoo.models.translator.text_translation import TextTranslation
@@ -36,7 +34,8 @@ from zoo.text.tokenizer import SubwordTokenizer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(TranslatorSurgery, TextTranslation, TextTraining, TranslatorLora, keras.Model):
+class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTraining, TranslatorLora,
+                 keras.Model):
     """Encoder-decoder Transformer translator with cached greedy and beam search.
 
     Args:
@@ -329,118 +328,12 @@ class Translator(TranslatorSurgery, TextTranslation, TextTraining, TranslatorLor
             logits = logits + ops.convert_to_tensor(never)
         return logits, tuple(updated)
 
-    def generate(self, source_ids: Any, beam_size: int = 4, max_length: int | None = None,
-                 alpha: float = 0.6, max_lengths: Any | None = None) -> tuple[Any, Any]:
-        """Searches target ids for `(batch, S)` source ids (not compiled; see `search`).
-
-        Args:
-            source_ids: `(batch, S)` int32, padded with `pad_id`.
-            beam_size: 1 for greedy search.
-            max_length: most output tokens of any sentence; None: the budget of the padded
-                width S (`default_max_length`), and each sentence's own budget
-                (`source_budgets`) within it, so that a sentence's translation does not
-                depend on the others in its batch.
-            alpha: GNMT length-penalty exponent.
-            max_lengths: `(batch,)` int32, each sentence's most tokens, each at most
-                `max_length`; None: as `max_length` says.
-
-        Returns:
-            `(tokens, scores)`: with `beam_size` 1, greedy `(batch, L)` tokens and `(batch,)`
-            log-probabilities; otherwise `(batch, beam, L)` and `(batch, beam)`
-            length-normalised scores, best first.
-        """
-        source_ids = ops.convert_to_tensor(source_ids, "int32")
-        batch = ops.shape(source_ids)[0]  # an int, or a tensor in a graph of unknown batch
-        if max_length is None:
-            max_length = self.default_max_length(source_ids.shape[1])
-            if max_lengths is None:
-                max_lengths = ops.minimum(self.source_budgets(source_ids), max_length)
-        elif max_lengths is not None:
-            max_lengths = ops.minimum(max_lengths, max_length)
-        memory, source_mask = self.encode(source_ids)
-        # The self-attention cache starts empty: the search grows it to the lengths it
-        # needs (`zoo.generation.loop.cache_lengths`; one full length for small searches).
-        self_cache, cross_cache = self.initial_cache(memory, 0)
-        # What every step reads and no step changes; it follows its sentence when finished
-        # sentences leave the batch (an export's graph). A forced end token needs each
-        # sentence's last position.
-        context = (cross_cache, source_mask)
-        if self.force_end_at_max_length:
-            context += (ops.full((batch,), max_length, "int32") if max_lengths is None
-                        else ops.cast(max_lengths, "int32"),)
-        if beam_size > 1:
-            # Every sentence's rows repeated beam_size times (row b * beam + k), after its
-            # cross-attention keys and values are computed once (not once per hypothesis).
-            self_cache, context = keras.tree.map_structure(
-                lambda t: ops.repeat(t, beam_size, axis=0), (self_cache, context))
-
-        def grow(cache: tuple, length: Any) -> tuple:
-            return tuple(block.self_attention.grow_cache(pair, length)
-                         for block, pair in zip(self.decoder_blocks, cache))
-
-        start, end = self.special_ids()
-
-        def next_logits(tokens: Any, index: Any, cache: tuple, context: tuple
-                        ) -> tuple[Any, tuple]:
-            logits, new_cache = self.decode_step(tokens, index, cache, *context[:2])
-            if self.force_end_at_max_length:
-                # A sentence's last allowed token can only be the end token.
-                only_end = ops.where(ops.arange(self.vocabulary_size) == end, 0.0, NEVER)
-                last = ops.expand_dims(index >= context[2] - 1, 1)
-                logits = ops.where(last, logits + only_end, logits)
-            return logits, new_cache
-
-        settings = dict(pad_id=self.pad_id, grow_cache=grow, context=context,
-                        length_limit=self.max_target_length, max_lengths=max_lengths)
-        if beam_size == 1:
-            return greedy_search(next_logits, self_cache, batch, max_length, start, end,
-                                 **settings)
-        return beam_search(next_logits, self_cache, batch, beam_size, max_length, start,
-                           end, alpha=alpha, **settings)
-
     def ensure_built(self) -> None:
         """Creates every variable with one tiny eager call, if that has not happened yet
         (a compiled search or an export must not create state)."""
         if not self.built:
             self({"source_ids": np.ones((1, 1), "int32"),
                   "target_ids": np.full((1, 1), self.special_ids()[0], "int32")})
-
-    def default_max_length(self, source_length: int) -> int:
-        """Output budget relative to the source: 1.5 x source + 10 tokens, capped."""
-        return int(min(self.max_target_length, 1.5 * source_length + 10))
-
-    def source_budgets(self, source_ids: Any) -> Any:
-        """Each sentence's own output budget, `(batch,)` int32: `default_max_length` of its
-        source length (its ids other than `pad_id`) rounded up to a multiple of 8, at most
-        `max_source_length`: the budget it has alone, as `translate` pads it. A search gives
-        each sentence its own budget, so that its translation does not depend on the longest
-        source in its batch (the batch's padded width)."""
-        lengths = ops.sum(ops.cast(ops.not_equal(source_ids, self.pad_id), "int32"), axis=1)
-        padded = ops.minimum(self.max_source_length, (lengths + 7) // 8 * 8)
-        budget = ops.floor(1.5 * ops.cast(padded, "float32") + 10.0)
-        return ops.minimum(self.max_target_length, ops.cast(budget, "int32"))
-
-    def search(self, source_ids: np.ndarray, beam_size: int = 4, max_length: int | None = None,
-               alpha: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
-        """`generate`, compiled once per (batch, source length, beam, length, alpha): with
-        no `max_length`, each sentence has its own budget (`source_budgets`)."""
-        # Before anything is traced: a bad value is one line, and a huge max_length never
-        # allocates its cache.
-        beam_size, max_length, alpha = check_search_settings(
-            beam_size, max_length, self.max_target_length, alpha)
-        source_ids = np.asarray(source_ids, dtype="int32")
-        self.ensure_built()
-        # No max_length: each sentence's own budget, within that of the padded width.
-        own = max_length is None
-        if own:
-            max_length = self.default_max_length(source_ids.shape[1])
-        key = (source_ids.shape, beam_size, max_length, alpha, own)
-        if key not in self._search_functions:
-            self._search_functions[key] = compile_for_backend(
-                lambda ids: self.generate(ids, beam_size, max_length, alpha, max_lengths=(
-                    self.source_budgets(ids) if own else None)), self)
-        tokens, scores = self._search_functions[key](source_ids)
-        return np.asarray(ops.convert_to_numpy(tokens)), np.asarray(ops.convert_to_numpy(scores))
 
     # ------------------------------------------------------------------ export, config
     def export(self, filepath: str, format: str = "tf_saved_model", **kwargs: Any) -> None:
