@@ -200,8 +200,9 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     recipe = recipe_from_args(RECIPES[args.command, args.task], args)
     if args.task == "vit":  # settings the data cannot honour fail before TensorFlow loads
-        from zoo.recipes.data_fit import count_images, fit_to_data
+        from zoo.recipes.data_fit import check_output_outside_data, count_images, fit_to_data
 
+        check_output_outside_data(recipe)
         count = count_images(recipe.data, recipe.limit_per_class)
         if count is not None:
             fit_to_data(recipe, count, say=lambda line: None)  # the run says it again

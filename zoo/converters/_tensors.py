@@ -84,19 +84,33 @@ def _read_finite(path: str) -> dict[str, np.ndarray]:
 
 
 def _finite(tensors: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-    """`tensors`, after checking that no float tensor holds NaN or infinity: a model of such
-    weights answers `nan` for every input, with exit status 0.
+    """`tensors`, after `refuse_non_finite`."""
+    refuse_non_finite(tensors.items(), where)
+    return tensors
+
+
+def refuse_non_finite(tensors: Iterable[tuple[str, Any]], where: str,
+                      what: str = "tensor") -> None:
+    """Checks that no float tensor holds NaN or infinity: a model of such weights answers
+    `nan` for every input, with exit status 0. The one check of a checkpoint's tensors (the
+    converters and hub handles) and of a `.keras` file's weights (`zoo.hub.loader`).
+
+    Args:
+        tensors: `(name, array)` pairs, read one at a time (a generator keeps one copy of one
+            weight in memory); arrays of integers or booleans are not checked.
+        where: the file, for the message.
+        what: what a name names ("tensor", "weight").
 
     Raises:
-        UserError: naming `where` (the file), the first such tensor and how many values.
+        UserError: naming `where`, the first such tensor and how many values, in one line.
     """
-    for name, value in tensors.items():
-        if np.asarray(value).dtype.kind == "f":
+    for name, value in tensors:
+        value = np.asarray(value)  # no copy of a NumPy array
+        if value.dtype.kind == "f":
             bad = np.size(value) - int(np.count_nonzero(np.isfinite(value)))
             if bad:
-                raise UserError(f"{where}: tensor {name!r} holds {bad:,} NaN or infinite "
+                raise UserError(f"{where}: {what} {name!r} holds {bad:,} NaN or infinite "
                                 "values; the weights are damaged")
-    return tensors
 
 
 def _shards(index: str) -> list[str]:

@@ -16,16 +16,19 @@ needed member.
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import json
 import os
 import shutil
 import tarfile
+import uuid
 import zlib
 from pathlib import Path, PurePosixPath
 
 from zoo.errors import UserError
 from .disk_faults import naming
-from .file_store import cache_dir, file_sha256, write_atomically
+from .file_store import cache_dir, file_sha256, process_alive, write_atomically
 
 _MARKER = ".extracted.json"
 _MEMBERS = "members.json"
@@ -64,7 +67,11 @@ def extract_archive(
 
     A marker file (`.extracted.json`) written after a complete extraction records the archive's
     sha256 and `limit_per_class`; a later call with the same content and limit returns at once.
-    An interrupted extraction leaves no marker and is redone.
+    The archive is extracted into a private folder beside the destination and then moved in
+    (`_publish`), so that several processes may extract the same archive into one folder at
+    once (every process of a multi-process training job does): each returns the same complete
+    folder, and none ever sees a partial file. An interrupted extraction leaves no marker and
+    is redone; its private folder is removed by the next call once its process is gone.
 
     Args:
         archive_path: the archive, e.g. `cifar10-train-jpg.tar.gz`.
@@ -89,49 +96,82 @@ def extract_archive(
     limit_per_class = positive_int(limit_per_class, "limit_per_class", error=UserError,
                                    optional=True)
     digest = archive_sha256(archive_path)
-    in_cache = destination is None
     if destination is None:
         name = "all" if limit_per_class is None else f"first-{limit_per_class}-per-class"
         destination = cached_archive_dir(archive_path) / name
     destination = Path(destination)
     record = {"archive": archive_path.name, "sha256": digest, "limit_per_class": limit_per_class}
-    marker = destination / _MARKER
     if _holds(destination, record):
         return destination
-    if marker.is_file():
-        marker.unlink(missing_ok=True)  # another extraction's, or unreadable: extract again
-
-    # In the cache, extract beside the destination and rename: a concurrent run never sees
-    # half a folder. A destination the caller chose is extracted into in place; if this
-    # call created it, a failed extraction (a damaged archive, a full disk) removes it.
-    target = destination.with_name(f".{destination.name}.partial-{os.getpid()}") if in_cache \
-        else destination
-    if in_cache and target.exists():
-        shutil.rmtree(target)
-    created = not target.exists()
+    with contextlib.suppress(OSError):  # another extraction's, or unreadable: extract again
+        (destination / _MARKER).unlink()
+    # Extracted into a private folder beside the destination, then moved in: a process that
+    # reads the destination (another run, another process of a job extracting the same
+    # archive at once) never sees half a file or a marker before the files.
+    _remove_dead_partials(destination)
+    target = destination.with_name(
+        f".{destination.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        _extract(archive_path, target, limit_per_class, _known_members(archive_path))
+        target.mkdir(parents=True)
+        _extract(archive_path, target, limit_per_class, _known_members(archive_path),
+                 destination)
         with naming(target / _MARKER):
             (target / _MARKER).write_text(json.dumps(record))
-    except BaseException:
-        if created:
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):  # a half-written one
-                (target / _MARKER).unlink(missing_ok=True)
-        raise
-    if in_cache:
-        if _holds(destination, record):  # another process finished it while this one ran:
-            shutil.rmtree(target, ignore_errors=True)  # keep theirs, which may be in use
-            return destination
-        if destination.exists():
-            shutil.rmtree(destination)
-        try:
-            os.replace(target, destination)
-        except OSError:  # another process finished the same extraction first
-            shutil.rmtree(target, ignore_errors=True)
+        _publish(target, destination, record)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
     return destination
+
+
+def _publish(target: Path, destination: Path, record: dict) -> None:
+    """Moves the complete extraction `target` to `destination`, safely when other processes
+    publish the same extraction at once.
+
+    A missing (or empty) destination is replaced in one rename, which only one process wins;
+    the others find the winner's marker and keep its folder, which may be in use. A
+    destination that holds other files (an extraction with another limit or of another
+    archive, files put there by hand) keeps them: the files are moved in one by one, each
+    replace atomic and of equal content whichever process makes it, the marker last.
+    """
+    try:
+        os.rename(target, destination)
+        return
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    if _holds(destination, record):
+        return
+    _merge(target, destination, skip=_MARKER)
+    os.replace(target / _MARKER, destination / _MARKER)
+
+
+def _merge(source: Path, destination: Path, skip: str | None = None) -> None:
+    """Moves `source`'s tree into the existing folder `destination`: a folder the destination
+    lacks in one rename, a file over its namesake."""
+    for entry in os.scandir(source):
+        there = destination / entry.name
+        if entry.name == skip:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            try:
+                os.rename(entry.path, there)
+                continue
+            except OSError as error:  # there already (another process's, or earlier files)
+                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            _merge(Path(entry.path), there)
+        else:
+            os.replace(entry.path, there)
+
+
+def _remove_dead_partials(destination: Path) -> None:
+    """Removes the private folders `.NAME.partial-PID-*` beside `destination` that killed
+    extractions of this machine left; those of live processes (extracting now) stay."""
+    with contextlib.suppress(OSError):
+        for path in destination.parent.glob(f".{glob.escape(destination.name)}.partial-*-*"):
+            pid = path.name.rpartition(".partial-")[2].split("-")[0]
+            if pid.isdigit() and not process_alive(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _holds(folder: Path, record: dict) -> bool:
@@ -143,8 +183,9 @@ def _holds(folder: Path, record: dict) -> bool:
 
 
 def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,
-             members: list[str] | None) -> None:
-    """Streams the archive into `destination`, checking every member it reads."""
+             members: list[str] | None, shown: Path | None = None) -> None:
+    """Streams the archive into `destination`, checking every member it reads; an error
+    names a member's file in `shown` (the folder the files are bound for), if given."""
     needed = None
     if limit_per_class is not None and members is not None:
         needed = set(_first_per_folder(members, limit_per_class))
@@ -164,7 +205,7 @@ def _extract(archive_path: Path, destination: Path, limit_per_class: int | None,
                         counts[folder] = counts.get(folder, 0) + 1
                 # filter="data" repeats the safety checks inside tarfile and drops odd modes;
                 # a full disk names the member's file.
-                with naming(destination / member.name):
+                with naming((shown or destination) / member.name):
                     archive.extract(member, destination, filter="data")
                 if needed is not None and member.isfile():
                     needed.discard(member.name)

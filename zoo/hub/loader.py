@@ -234,9 +234,10 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
         ValueError: the file is not a readable `.keras` archive (truncated, damaged), its
             config asks for code that safe mode does not run (a Python lambda, `os.system`,
             a class neither Keras' nor the zoo's; see `zoo.hub.safe_config`), it holds
-            another kind of model than `expect` (checked before any weight loads), or
+            another kind of model than `expect` (checked before any weight loads),
             its weights do not fit the model its config describes (the message names the
-            first mismatched weight and both shapes).
+            first mismatched weight and both shapes), or a weight holds NaN or infinity
+            (the message names the file and the first such weight).
         DownloadError: see `download`.
         FileNotFoundError: a path that does not exist, or a hub handle neither cached nor
             reachable (see `zoo.hub.handles.resolve_handle`).
@@ -276,6 +277,10 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
         if mismatch:
             raise UserError(f"{path}: {mismatch[0]}") from error
         raise
+    from zoo.converters._tensors import refuse_non_finite
+
+    # A NaN or infinite weight answers `nan` to every input: the check of hub checkpoints.
+    refuse_non_finite(((w.path, w) for w in model.weights), str(path), what="weight")
     if expect is not None and not isinstance(model, expect):
         raise UserError(f"{name_or_path!r} is a {type(model).__name__}, not a "
                         f"{expect.__name__}")
@@ -328,18 +333,23 @@ def _register_classes() -> None:
     import zoo.models.vit.model  # noqa: F401
 
 
-def _stored_weights(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], str]]:
-    """`{h5 key: (shape, layer name)}` of a `.weights.h5` file or a `.keras` archive."""
+def _weights_file(path: str | os.PathLike) -> Any:
+    """The open `h5py.File` of a `.weights.h5` file or of a `.keras` archive's weights."""
     import h5py
 
     path = str(path)
     if path.endswith(".keras"):
         with zipfile.ZipFile(path) as archive:
-            source: Any = io.BytesIO(archive.read("model.weights.h5"))
-    else:
-        source = path
+            return h5py.File(io.BytesIO(archive.read("model.weights.h5")), "r")
+    return h5py.File(path, "r")
+
+
+def _stored_weights(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], str]]:
+    """`{h5 key: (shape, layer name)}` of a `.weights.h5` file or a `.keras` archive."""
+    import h5py
+
     found: dict[str, tuple[tuple[int, ...], str]] = {}
-    with h5py.File(source, "r") as f:
+    with _weights_file(path) as f:
         def visit(key: str, item: Any) -> None:
             if isinstance(item, h5py.Dataset) and "/vars/" in key:
                 group = f[key.rsplit("/vars/", 1)[0]]
@@ -390,16 +400,22 @@ def _model_weights(model: keras.Model) -> dict[str, Any]:
 def load_weights(model: keras.Model, path: str | os.PathLike) -> keras.Model:
     """Loads the weights of a `.weights.h5` file or a `.keras` archive into `model`.
 
-    Unlike `model.load_weights`, a checkpoint that does not fit is refused before anything
-    is assigned, with a message that names the first mismatched weight and both shapes.
+    Unlike `model.load_weights`, a checkpoint that does not fit, or holds a NaN or infinite
+    value, is refused before anything is assigned, with a message that names the first
+    mismatched weight and both shapes (or the first damaged weight).
 
     Raises:
-        ValueError: the checkpoint's weights do not fit `model`.
+        ValueError: the checkpoint's weights do not fit `model`, or are not finite.
     """
+    from zoo.converters._tensors import refuse_non_finite
+
     mismatches = weight_mismatches(model, path)
     if mismatches:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
         raise UserError(f"{path} does not fit {model.name}: {mismatches[0]}{more}")
+    with _weights_file(path) as stored:  # named as the model names them
+        refuse_non_finite(((variable.path, stored[key]) for key, variable
+                           in _model_weights(model).items()), str(path), what="weight")
     model.load_weights(path)
     return model
 

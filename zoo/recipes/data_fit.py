@@ -4,8 +4,9 @@ against the number of images.
 `zoo train vit` and `zoo finetune vit` count a folder of class folders or an IDX folder
 before TensorFlow loads (`count_images`), so that a setting the data cannot honour is refused
 in a second, not after the imports; `zoo.recipes.vit.train_vit` applies `fit_to_data` again to
-the images it loaded (archives and TFDS sets are counted only then). Messages name the flags
-as typed, since the recipe's fields are the flags.
+the images it loaded (archives and TFDS sets are counted only then). A run folder inside the
+data folder is refused first (`check_output_outside_data`). Messages name the flags as typed,
+since the recipe's fields are the flags.
 """
 
 from __future__ import annotations
@@ -49,6 +50,36 @@ def count_images(data: str | None, limit_per_class: int | None = None) -> int | 
     if limit_per_class:
         per_class = [min(n, limit_per_class) for n in per_class]
     return sum(per_class)
+
+
+def check_output_outside_data(recipe: Any) -> None:
+    """Refuses a run folder (`output`) that is, or lies inside, the `data` folder.
+
+    A run inside the data folder would write into the user's dataset, and the next run (or
+    `keras.utils.image_dataset_from_directory`) would read the run folder as one more class.
+    Refusing is chosen over skipping such folders when scanning: a scan that skipped them would
+    read the folder differently from every other tool, and the run would still write files
+    into a folder the user keeps as data. Symbolic links and `..` are resolved, so that every
+    spelling of a path inside the data is caught; a sibling that only shares a prefix of the
+    name (`imgs` and `imgs-run`) is not inside.
+
+    Args:
+        recipe: a recipe with `output` and `data` (a ViT recipe).
+
+    Raises:
+        UserError: `output` is `data` or lies inside it, in one line naming both flags as
+            typed.
+    """
+    data, output = getattr(recipe, "data", None), recipe.output
+    if not data or not output or data.startswith("tfds:"):
+        return
+    data_path, output_path = os.path.realpath(data), os.path.realpath(output)
+    if os.path.commonpath([data_path, output_path]) != data_path:
+        return
+    where = "is" if output_path == data_path else "lies inside"
+    raise UserError(f"--output {output} {where} --data {data}: the run would write into the "
+                    "data, and the next run would read its folder as one more class; give "
+                    "an --output outside --data")
 
 
 def fit_to_data(recipe: Any, num_images: int, say: Callable[[str], None] = print) -> Any:

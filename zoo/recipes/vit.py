@@ -58,7 +58,7 @@ from zoo.training.schedules import WarmupCosine
 from zoo.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import ViTRecipe
-from zoo.recipes.data_fit import fit_to_data
+from zoo.recipes.data_fit import check_output_outside_data, fit_to_data
 from zoo.recipes.finetune import layer_decay_multipliers
 from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
 from zoo.training.distribution import ProcessShard, predict_in_batches, process_count
@@ -82,6 +82,7 @@ def check_recipe(recipe: ViTRecipe) -> None:
     """
     check_fields(recipe)
     check_lora_settings(recipe)
+    check_output_outside_data(recipe)
     check_recipe_job(recipe, backend=keras.backend.backend())
     if is_tfds_spec(recipe.data):
         tfds_builder(parse_tfds_spec(recipe.data).name)

@@ -157,6 +157,19 @@ def test_bad_inputs_are_named():
                         intermediate_dim=8)
 
 
+def test_build_after_the_constructor_adds_nothing_and_calls_alike():
+    """The constructor builds the model; Keras' usual `build(shape)` later is a no-op."""
+    model = SentenceEncoder(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=4,
+                            intermediate_dim=8, max_positions=8)
+    inputs = {"token_ids": np.array([[2, 5, 3]], "int32"),
+              "padding_mask": np.ones((1, 3), "bool")}
+    before, weights = model(inputs), [w.path for w in model.weights]
+    model.build({"token_ids": (None, None), "padding_mask": (None, None)})
+    assert [w.path for w in model.weights] == weights
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(inputs)),
+                                  keras.ops.convert_to_numpy(before))
+
+
 def test_a_refused_checkpoint_leaves_the_model_as_it_was(model_dir):
     from safetensors.numpy import load_file
 

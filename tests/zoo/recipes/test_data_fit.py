@@ -1,6 +1,7 @@
 """Defaults that fit a small folder: the validation split is a tenth of the data (at most
 5,000), a batch larger than the training split is reduced, a run inside its warm-up says so,
-and `zoo train vit` refuses what the data cannot honour before TensorFlow loads."""
+`zoo train vit` refuses what the data cannot honour before TensorFlow loads, and a run
+folder inside the data folder."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 from zoo.errors import UserError
-from zoo.recipes.data_fit import count_images, default_validation_size, fit_to_data
+from zoo.recipes.data_fit import (check_output_outside_data, count_images,
+                                  default_validation_size, fit_to_data)
 from zoo.recipes.settings import ViTFinetuneRecipe, ViTRecipe
 
 REPO = Path(__file__).resolve().parents[3]
@@ -103,10 +105,70 @@ def test_zoo_train_vit_refuses_a_small_folder_before_tensorflow_loads(small_fold
             status = stop.code
         print(status, sorted(m for m in ("tensorflow", "keras") if m in sys.modules))
     """
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=small_folder,
-                            capture_output=True, text=True, timeout=120, env=os.environ)
+    # Run beside the data folder: a run folder inside it is refused first.
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                            cwd=small_folder.parent, capture_output=True, text=True,
+                            timeout=120, env=os.environ)
     assert result.stdout.split("\n")[-2] == "2 []"
     assert result.stderr == ("zoo: error: --validation-size 8 leaves no training images: "
                              f"--data {small_folder} holds 8; give at most 7, or leave it "
                              "out (a tenth: 1)\n")
-    assert not (small_folder / "unused-run").exists()
+    assert not (small_folder.parent / "unused-run").exists()
+
+
+@pytest.mark.parametrize("data, output, where", [
+    ("small", "small", "is"),
+    ("small", "small/run", "lies inside"),
+    ("small", "small/cat/deeper/run", "lies inside"),
+    ("small/", "small/./run", "lies inside"),
+    ("small", "elsewhere/../small/run", "lies inside"),
+    ("linked", "small/run", "lies inside"),  # the data through a symbolic link
+    ("small", "linked/run", "lies inside"),  # the run folder through one
+    (".", "runs/vit", "lies inside"),  # `zoo train vit --data .` with the default --output
+])
+def test_a_run_folder_inside_the_data_folder_is_refused(small_folder, monkeypatch, data,
+                                                        output, where):
+    monkeypatch.chdir(small_folder.parent)
+    (small_folder.parent / "linked").symlink_to(small_folder, target_is_directory=True)
+    if data == ".":
+        monkeypatch.chdir(small_folder)
+    with pytest.raises(UserError) as error:
+        check_output_outside_data(ViTRecipe(data=data, output=output))
+    assert str(error.value).startswith(f"--output {output} {where} --data {data}: ")
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("data, output", [
+    ("small", "small-run"),  # shares a prefix of the name, not the folder
+    ("small", "runs/vit"),
+    ("small/cat", "small/run"),  # the data inside the run's parent: the run is not in it
+    ("images.tar.gz", "images.tar.gz-run"),
+    ("tfds:cifar10", "tfds:cifar10/run"),
+    (None, "runs/vit"),
+])
+def test_a_run_folder_outside_the_data_folder_is_accepted(small_folder, monkeypatch, data,
+                                                          output):
+    monkeypatch.chdir(small_folder.parent)
+    check_output_outside_data(ViTRecipe(data=data, output=output))
+
+
+@pytest.mark.parametrize("command", ["train", "finetune"])
+def test_zoo_train_vit_refuses_an_output_inside_data_before_tensorflow_loads(small_folder,
+                                                                           command):
+    """The run folder inside the data would be read as one more class by the next run: both
+    commands refuse it at once, write nothing, and load no TensorFlow."""
+    code = f"""
+        import sys
+        from zoo.cli.main import main
+        try:
+            status = main([{command!r}, "vit", "--data", ".", "--output", "run"])
+        except SystemExit as stop:
+            status = stop.code
+        print(status, sorted(m for m in ("tensorflow", "keras") if m in sys.modules))
+    """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=small_folder,
+                            capture_output=True, text=True, timeout=120, env=os.environ)
+    assert result.stdout.split("\n")[-2] == "2 []"
+    assert result.stderr.startswith("zoo: error: --output run lies inside --data .: ")
+    assert len(result.stderr.splitlines()) == 1
+    assert not (small_folder / "run").exists()

@@ -170,6 +170,8 @@ class SentenceEncoder(keras.Model):
         ]
 
     def build(self, input_shape: Any = None) -> None:
+        if self.built:  # by the constructor: a later `build(shape)` adds no state
+            return
         sequence = (None, None, self.hidden_dim)
         self.token_embedding.build((None, None))
         self.position_embedding.build(sequence)

@@ -248,15 +248,12 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
         # The grid in image pixels; PatchEmbedding checks that the sides divide.
         self.grid_size = PatchEmbedding(self.patch_size, self.hidden_dim).grid_size(
             self.image_shape[:2])
-        self.class_token = None  # "gap" pooling has no class token (as in big_vision)
-        if self.pooling == "cls":
-            self.class_token = ClassToken(dtype=policy, name="class_token")
-        self.distillation_token_layer = None
-        if self.distillation_token:
-            # Initialised as in DeiT's code (truncated normal, 0.02).
-            self.distillation_token_layer = ClassToken(
-                initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=policy,
-                name="distillation_token")
+        self.class_token = (ClassToken(dtype=policy, name="class_token")
+                            if self.pooling == "cls" else None)  # "gap": none (big_vision)
+        # Initialised as in DeiT's code (truncated normal, 0.02).
+        self.distillation_token_layer = ClassToken(
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=policy,
+            name="distillation_token") if self.distillation_token else None
         self.position_embedding = PositionEmbedding(
             self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1],
             dtype=policy, name="position_embedding")
@@ -289,11 +286,9 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
 
     def _create_head(self) -> None:
         """Creates the optional tanh pre-logits layer and the head (or both heads)."""
-        self.representation = None
-        if self.representation_size is not None:
-            self.representation = keras.layers.Dense(
-                self.representation_size, activation="tanh", dtype=self.dtype_policy,
-                name="representation")
+        self.representation = None if self.representation_size is None else keras.layers.Dense(
+            self.representation_size, activation="tanh", dtype=self.dtype_policy,
+            name="representation")
         # Logits in float32 under mixed precision (softmax and loss need the range).
         if self.distillation_head:
             # Both heads in one layer: kernel[0] reads the class token, kernel[1] the
@@ -307,6 +302,10 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
                 name="head")
 
     def build(self, input_shape: tuple) -> None:
+        # Built by the constructor: a later `build(shape)` only checks the shape (no new state).
+        self._check_image_shape(tuple(input_shape))
+        if self.built:
+            return
         tokens = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
         sequence = (None, tokens, self.hidden_dim)
         image = (None, *self.image_shape)
@@ -333,12 +332,14 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
         self.built = True
 
     # ------------------------------------------------------------------ forward pass
+    def _check_image_shape(self, shape: tuple) -> None:
+        if len(shape) != 4 or shape[-1] != self.num_channels:
+            raise UserError(f"VisionTransformer expects images of shape (batch, height, width, "
+                            f"{self.num_channels}); got shape {shape}")
+
     def _preprocess(self, images: Any) -> Any:
         shape = tuple(images.shape)
-        if len(shape) != 4 or shape[-1] != self.num_channels:
-            raise UserError(
-                f"VisionTransformer expects images of shape (batch, height, width, "
-                f"{self.num_channels}); got shape {shape}")
+        self._check_image_shape(shape)
         x = ops.cast(images, "float32")
         if tuple(shape[1:3]) != self.image_shape[:2]:
             x = self.resizing(x)
