@@ -147,9 +147,12 @@ def utf8_stdout(stream: Any = None) -> None:
 
 def _interrupted_exit() -> int:
     """Ctrl-C: stdout's whole lines flushed, one line on stderr, status 130."""
+    from zoo.cli.quiet import filter_until_exit
+
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     print("zoo: interrupted", file=sys.stderr)
+    filter_until_exit()
     return 130
 
 

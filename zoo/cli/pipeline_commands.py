@@ -19,6 +19,7 @@ import argparse
 import logging
 import shlex
 import sys
+from typing import Callable
 
 from zoo.errors import UserError
 
@@ -75,29 +76,28 @@ def _finish(report: object, kind: str) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace, results: str, elements: str, run: Callable) -> int:
+    """Checks the flags, quiets Beam, runs `run(corpus_module, beam_args)` and returns the
+    exit status (1 when some of the `elements` failed)."""
+    _check_flags(args, results)
+    beam_args = _beam_args(args)
+    _quiet_beam(args)
+    return _finish(run(_corpus_module(), beam_args), elements)
+
+
 def translate_pipeline(args: argparse.Namespace) -> int:
     """`zoo translate --pipeline FILE --output FILE --model EXPORT`: returns the exit status
     (1 when some lines failed)."""
-    _check_flags(args, "translations")
-    beam_args = _beam_args(args)
-    _quiet_beam(args)
-    corpus = _corpus_module()
-    report = corpus.translate_file(args.model, args.pipeline, args.output,
-                                   pipeline_args=beam_args, workers=args.workers)
-    return _finish(report, "lines")
+    return _run(args, "translations", "lines", lambda corpus, beam_args: corpus.translate_file(
+        args.model, args.pipeline, args.output, pipeline_args=beam_args, workers=args.workers))
 
 
 def classify_pipeline(args: argparse.Namespace) -> int:
     """`zoo classify --pipeline FOLDER --output FILE --model EXPORT`: returns the exit status
     (1 when some images failed)."""
-    _check_flags(args, "labels")
-    beam_args = _beam_args(args)
-    _quiet_beam(args)
-    corpus = _corpus_module()
-    report = corpus.classify_folder(args.model, args.pipeline, args.output,
-                                    pipeline_args=beam_args, workers=args.workers,
-                                    top_k=args.top_k)
-    return _finish(report, "images")
+    return _run(args, "labels", "images", lambda corpus, beam_args: corpus.classify_folder(
+        args.model, args.pipeline, args.output, pipeline_args=beam_args, workers=args.workers,
+        top_k=args.top_k))
 
 
 def add_pipeline_flags(parser: argparse.ArgumentParser, reads: str, positive: object) -> None:

@@ -117,6 +117,10 @@ def filtered_stderr(verbose: bool = False) -> Iterator[None]:
         yield
     finally:
         _flush_stderr()
+        if _UNTIL_EXIT:
+            # fd 2 keeps the pipe: the filter ends when the process does (end of file).
+            os.close(saved)
+            return
         os.dup2(saved, 2)
         os.close(saved)
         process.stdin.close()  # the filter sees end of file once fd 2 no longer holds the pipe
@@ -124,6 +128,18 @@ def filtered_stderr(verbose: bool = False) -> Iterator[None]:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+_UNTIL_EXIT = False
+
+
+def filter_until_exit() -> None:
+    """Keeps the filter of `filtered_stderr` on fd 2 after its block, until the process
+    exits: a run ended by Ctrl-C leaves TensorFlow's objects to the interpreter's teardown,
+    whose C++ notices ("Error occurred when finalizing GeneratorDataset iterator") come after
+    the block, below the one line the command printed."""
+    global _UNTIL_EXIT
+    _UNTIL_EXIT = True
 
 
 def _flush_stderr() -> None:
