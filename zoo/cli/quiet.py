@@ -113,24 +113,30 @@ def filtered_stderr(verbose: bool = False) -> Iterator[None]:
         return
     _flush_stderr()
     os.dup2(process.stdin.fileno(), 2)
+    _state["until_exit"] = False
     try:
         yield
     finally:
         _flush_stderr()
-        if _UNTIL_EXIT:
+        if _state["until_exit"]:
             # fd 2 keeps the pipe: the filter ends when the process does (end of file).
             os.close(saved)
-            return
-        os.dup2(saved, 2)
-        os.close(saved)
-        process.stdin.close()  # the filter sees end of file once fd 2 no longer holds the pipe
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        else:
+            _restore(saved, process)
 
 
-_UNTIL_EXIT = False
+def _restore(saved: int, process: subprocess.Popen) -> None:
+    """Points fd 2 back at `saved` and lets the filter write what it holds and end."""
+    os.dup2(saved, 2)
+    os.close(saved)
+    process.stdin.close()  # the filter sees end of file once fd 2 no longer holds the pipe
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+_state = {"until_exit": False}
 
 
 def filter_until_exit() -> None:
@@ -138,8 +144,7 @@ def filter_until_exit() -> None:
     exits: a run ended by Ctrl-C leaves TensorFlow's objects to the interpreter's teardown,
     whose C++ notices ("Error occurred when finalizing GeneratorDataset iterator") come after
     the block, below the one line the command printed."""
-    global _UNTIL_EXIT
-    _UNTIL_EXIT = True
+    _state["until_exit"] = True
 
 
 def _flush_stderr() -> None:
