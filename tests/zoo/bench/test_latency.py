@@ -8,24 +8,7 @@ import time
 
 import pytest
 
-from zoo.bench import latency, steps
-
-
-class FakeClock:
-    """`time.perf_counter` that moves only when a step says so."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    fake = FakeClock()
-    monkeypatch.setattr(steps.time, "perf_counter", fake)
-    return fake
+from zoo.bench import latency
 
 
 def test_call_seconds_keeps_each_call_and_leaves_the_warm_up_out(clock):

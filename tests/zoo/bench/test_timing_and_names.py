@@ -11,23 +11,6 @@ import pytest
 from zoo.bench import report, steps
 
 
-class FakeClock:
-    """`time.perf_counter` that moves only when a step says so."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    fake = FakeClock()
-    monkeypatch.setattr(steps.time, "perf_counter", fake)
-    return fake
-
-
 def test_seconds_per_call_leaves_the_warm_up_out(clock):
     calls = []
 
