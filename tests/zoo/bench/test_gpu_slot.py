@@ -123,9 +123,10 @@ def test_the_dry_run_brings_back_bench_logs_metrics_and_the_best_models(
         archive.add(cifar_subset(tmp_path_factory, shared_data), arcname="train")
     (data / "multi30k").symlink_to(shared_data / "multi30k")
     out, runs = tmp_path / "out", tmp_path / "runs"
-    # The loan's deadline (540 s) is the GPU's; a 2-core host needs longer for the dry run's
-    # four trainings side by side (about 260 s in all on a quiet host; 1,333 s on one
-    # shared with other work at a load of 16, the trainings' compilations most of it).
+    # The loan's deadline (540 s) is the GPU's; a 2-core host may need longer for the dry
+    # run's four trainings side by side, their XLA compilations most of it: about 95 s in all
+    # at a load of 4 (235 s before the dry run compiled with LLVM's optimisations off and
+    # gave the translator two batch shapes instead of ten), 1,333 s once at a load of 16.
     env = lent_machine_env(DRY_RUN="1", OUT=str(out), RUNS=str(runs), DATA=str(data),
                            SLOT_SECONDS="1800")
     done = run_slot(env, timeout=1900)

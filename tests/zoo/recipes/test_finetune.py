@@ -199,10 +199,12 @@ def test_fashion_mnist_test_split_is_read_padded_and_in_rgb():
 @pytest.mark.skipif(not (MODELS_DIR / "vit-cifar10" / "model.keras").exists(),
                     reason="vit-cifar10 is not shipped in this checkout")
 def test_zoo_finetune_vit_on_fashion_mnist_beats_the_model_it_started_from(tmp_path):
+    # 200 training images, two epochs of 10 steps: validation top-1 goes from 10% to about
+    # 45%, the test split's to about 50% (the first epoch's compilation is most of the time).
     out = tmp_path / "ft"
     assert main(["finetune", "vit", "--model", "vit-cifar10", "--data", str(FASHION_MNIST_DIR),
-                 "--limit-per-class", "100", "--validation-size", "300", "--epochs", "2",
-                 "--batch-size", "32", "--learning-rate", "1e-3", "--freeze-blocks", "3",
+                 "--limit-per-class", "30", "--validation-size", "100", "--epochs", "2",
+                 "--batch-size", "20", "--learning-rate", "1e-3", "--freeze-blocks", "3",
                  "--no-rand-augment",
                  "--output", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
@@ -219,18 +221,19 @@ def test_zoo_finetune_vit_on_fashion_mnist_beats_the_model_it_started_from(tmp_p
 
 @pytest.mark.slow
 def test_zoo_finetune_translator_learns_new_pairs_with_its_own_tokenizer(shared_data, tmp_path):
-    """Continued training on 200 Multi30k test pairs (never seen in training): BLEU on them
-    rises well above the shipped model's, and the vocabulary is the shipped one."""
+    """Continued training on 100 Multi30k test pairs (never seen in training): BLEU on them
+    rises well above the shipped model's (from about 36 to about 66 in three epochs), and the
+    vocabulary is the shipped one."""
     folder = shared_data / "multi30k"
     for lang in ("en", "de"):
         with gzip.open(folder / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
-            lines = [next(f).rstrip("\n") for _ in range(200)]
+            lines = [next(f).rstrip("\n") for _ in range(100)]
         (tmp_path / f"new.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "ft"
     files = ["--source", str(tmp_path / "new.en"), "--target", str(tmp_path / "new.de"),
              "--validation-source", str(tmp_path / "new.en"),
              "--validation-target", str(tmp_path / "new.de")]
-    assert main(["finetune", "translator", *files, "--epochs", "6", "--evaluate-every", "6",
+    assert main(["finetune", "translator", *files, "--epochs", "3", "--evaluate-every", "3",
                  "--beam-size", "1", "--learning-rate", "5e-4", "--warmup-steps", "10",
                  "--batch-size", "32", "--output", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())

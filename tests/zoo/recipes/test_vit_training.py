@@ -1,10 +1,12 @@
 """The ViT recipe end to end on real CIFAR-10 images (slow: trains small models)."""
 
 import json
+import tarfile
 
 import numpy as np
 import pytest
 
+from zoo.files.archives import extract_archive
 from zoo.models import architectures as presets
 from zoo.cli.main import main
 from zoo.recipes.vit import ViTRecipe, train_vit
@@ -21,23 +23,33 @@ def micro_preset(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def cifar_archive(shared_data):
+def cifar_archive(shared_data, tmp_path_factory):
+    """The real archive's first 21 images of each class (210) as an archive of the same name
+    and layout (train/<class>/*.jpg): the recipe extracts and decodes it as it does the whole
+    one, without writing 50,000 files in every test (8 s a test on a quiet 2-core machine,
+    30 s on a busy one)."""
     path = shared_data / "cifar10" / "cifar10-train-jpg.tar.gz"
     if not path.exists():
         pytest.skip(f"{path} is absent")
-    return path
+    folder = tmp_path_factory.mktemp("cifar-21-per-class")
+    train = extract_archive(path, folder / "extracted", limit_per_class=21) / "train"
+    small = folder / path.name
+    with tarfile.open(small, "w:gz") as archive:
+        archive.add(train, arcname="train")
+    return small
 
 
 @pytest.mark.slow
 def test_tiny_vit_fits_200_real_images(cifar_archive, micro_preset, tmp_path):
     """A tiny ViT trained briefly on 200 real CIFAR-10 images fits them (> 90%). (The device
     placement trains exactly as `fit` on the same batches:
-    tests/training/test_device_resident.py.)"""
+    tests/training/test_device_resident.py.) From 15% in its first epoch it is at 88% in its
+    16th and 100% from its 21st on."""
     recipe = ViTRecipe(output=str(tmp_path / "run"), data=str(cifar_archive),
                        limit_per_class=21, validation_size=10, architecture=micro_preset,
-                       epochs=60, batch_size=25, learning_rate=3e-3, warmup_epochs=2,
+                       epochs=30, batch_size=25, learning_rate=3e-3, warmup_epochs=2,
                        weight_decay=0.0, label_smoothing=0.0, augment=False,
-                       validate_every=60, checkpoint_every=60)
+                       validate_every=30, checkpoint_every=30)
     metrics = train_vit(recipe)
     assert metrics["training_images"] == 200
     # Accuracy on the training images, measured after training (no augmentation, no dropout).
