@@ -46,26 +46,33 @@ def _listing(folder: Path) -> dict[str, str]:
             for p in folder.rglob("*") if p.is_file() and p.name != archives._MARKER}
 
 
-def _extract_in_child(archive: str, destination: str | None, cache: str, start) -> tuple:
-    """One process: waits for the others, extracts, and lists what it got at once."""
+def _extract_in_child(archive: str, destination: str | None, cache: str, start,
+                      results) -> None:
+    """One process: waits for the others, extracts, and reports what it got at once."""
     os.environ[CACHE_ENV] = cache
     start.wait()
     try:
         folder = extract_archive(archive, destination)
     except BaseException as error:  # reported, not raised: the parent names it
-        return "error", f"{type(error).__name__}: {error}"
-    return str(folder), _listing(folder)
+        results.put(("error", f"{type(error).__name__}: {error}"))
+        return
+    results.put((str(folder), _listing(folder)))
 
 
 def _extract_together(archive: Path, destination: Path | None, cache: Path) -> list[tuple]:
+    # Plain processes with a barrier and a queue given at their start (no manager process:
+    # its proxies do not pickle inside pytest-xdist's workers).
     context = multiprocessing.get_context("spawn")
-    start = context.Manager().Barrier(PROCESSES)
-    with context.Pool(PROCESSES) as pool:
-        waiting = [pool.apply_async(_extract_in_child,
-                                    (str(archive), None if destination is None
-                                     else str(destination), str(cache), start))
-                   for _ in range(PROCESSES)]
-        return [w.get(timeout=300) for w in waiting]
+    start, results = context.Barrier(PROCESSES), context.Queue()
+    children = [context.Process(target=_extract_in_child, args=(
+        str(archive), None if destination is None else str(destination), str(cache), start,
+        results)) for _ in range(PROCESSES)]
+    for child in children:
+        child.start()
+    found = [results.get(timeout=300) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+    return found
 
 
 @pytest.mark.parametrize("where", ["chosen folder", "chosen folder with an earlier extraction",
