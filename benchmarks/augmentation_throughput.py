@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.steps import Stopwatch, measure  # noqa: E402
 from zoo.training.augmentation import cifar_augmentation, compiled_augmentation  # noqa: E402
-from zoo.files.archives import extract_archive  # noqa: E402
+from zoo.training.files.archives import extract_archive  # noqa: E402
 from zoo.training.image_data import load_image_folder_numpy  # noqa: E402
 
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared/data/cifar10/cifar10-train-jpg.tar.gz"

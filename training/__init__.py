@@ -3,7 +3,7 @@ precision and distribution set-up. TensorFlow is imported lazily, inside the fun
 build `tf.data` pipelines, so the kit works on the JAX backend without TensorFlow; and the
 names below load their module (and Keras) on first use, so `import zoo.training` is cheap.
 The file plumbing it uses (the cache folder, atomic writes, the run lock, archives) is
-`zoo.files`."""
+`zoo.training.files`."""
 
 from __future__ import annotations
 

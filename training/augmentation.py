@@ -31,7 +31,7 @@ from typing import Any, Callable
 import keras
 from keras import ops
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 from .compilation import compile_for_backend
 from .rand_augment import RandAugmentPolicy

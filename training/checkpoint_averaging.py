@@ -13,7 +13,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 def average_checkpoints(model: keras.Model, weight_files: list[str | os.PathLike]) -> None:

@@ -50,9 +50,9 @@ from typing import Any, Iterable
 import keras
 import numpy as np
 
-from zoo.errors import UserError
-from zoo.files.disk_faults import naming
-from zoo.files.file_store import fsync, refuse_link
+from zoo.training.errors import UserError
+from zoo.training.files.disk_faults import naming
+from zoo.training.files.file_store import fsync, refuse_link
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"

@@ -36,7 +36,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 class DeviceResidentTraining(keras.Model):

@@ -43,7 +43,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import keras
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 def _tf_devices() -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",

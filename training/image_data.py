@@ -5,7 +5,8 @@ The JAX path (`load_image_folder_numpy`, decoded with PIL) and the TensorFlow pa
 (`scan_image_folder`) and hold out the same images (`train_validation_split`), so both see
 the same classes and the same validation set. TensorFlow is imported only inside the functions
 that build tf.data. File reading (`load_image`, `scan_image_folder`) lives in
-`zoo.training.image_files`, archive extraction (`extract_archive`) in `zoo.files.archives`.
+`zoo.training.image_files`, archive extraction (`extract_archive`) in
+`zoo.training.files.archives`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import image_size_pair, positive_int
 from .image_files import load_image, scan_image_folder
 from .progress import Step

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 

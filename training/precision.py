@@ -30,7 +30,7 @@ from typing import Any
 
 import keras
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # /proc/cpuinfo flags of CPUs that compute bfloat16 products natively.

@@ -31,9 +31,9 @@ from typing import Any, Iterable, Iterator
 
 import keras
 
-from zoo.errors import UserError
-from zoo.files.file_store import write_atomically
-from zoo.files.run_lock import run_folder_lock
+from zoo.training.errors import UserError
+from zoo.training.files.file_store import write_atomically
+from zoo.training.files.run_lock import run_folder_lock
 from .checkpointing import (
     ResumableCheckpoint,
     prepare_run_folder,
@@ -50,7 +50,7 @@ def hold_run_folder(output: str | os.PathLike, run_files: Iterable[str],
                     force: bool) -> Iterator[Path]:
     """Holds the run folder for one run, from before it is read or written to the end of the
     block: refuses it as `prepare_run_folder` does, creates it, and locks it
-    (`zoo.files.run_lock.run_folder_lock`), so that a second run into it meanwhile is
+    (`zoo.training.files.run_lock.run_folder_lock`), so that a second run into it meanwhile is
     refused in one line naming the folder and the process that holds it. In a multi-process
     job only process 0 creates and locks it (the others check it and write nothing).
 

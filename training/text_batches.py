@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import keras
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import is_int, positive_int
 
 # The special ids of the zoo's subword vocabularies (zoo.text.tokenizer.SubwordTokenizer trains

@@ -12,7 +12,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
 

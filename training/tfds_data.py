@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import image_size_pair, positive_int
 
 PREFIX = "tfds:"

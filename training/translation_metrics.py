@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 
 import keras
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:

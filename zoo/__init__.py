@@ -11,7 +11,7 @@ The model classes are `zoo.Translator`, `zoo.VisionTransformer` and `zoo.Sentenc
 
 `import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
 so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
-A mistake in what the user gave raises `zoo.UserError` (a ValueError; see zoo/errors.py).
+A mistake in what the user gave raises `zoo.UserError` (a ValueError; see training/errors.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _LAZY = {
     "SentenceEncoder": ("zoo.models.sentence_encoder.model", "SentenceEncoder"),
     "SubwordTokenizer": ("zoo.text.tokenizer", "SubwordTokenizer"),
     "Translator": ("zoo.models.translator.model", "Translator"),
-    "UserError": ("zoo.errors", "UserError"),
+    "UserError": ("zoo.training.errors", "UserError"),
     "VisionTransformer": ("zoo.models.vit.model", "VisionTransformer"),
     "export": ("zoo.serving.export", "export_model"),
     "list_models": ("zoo.hub.loader", "list_models"),
@@ -48,7 +48,7 @@ __all__ = ["MarianTokenizer", "SentenceEncoder", "SubwordTokenizer", "Translator
            "VisionTransformer", "export", "list_models", "load", "load_weights", "quantize"]
 
 if TYPE_CHECKING:
-    from zoo.errors import UserError  # noqa: F401
+    from zoo.training.errors import UserError  # noqa: F401
     from zoo.models.sentence_encoder.model import SentenceEncoder  # noqa: F401
     from zoo.models.translator.model import Translator  # noqa: F401
     from zoo.models.vit.model import VisionTransformer  # noqa: F401

@@ -21,7 +21,7 @@ def test_the_ground_floor_loads_no_keras():
     loaded = modules_imported_by(
         "import zoo.layers, zoo.training\n"
         "from zoo.layers.validation import is_int, positive_int\n"
-        "from zoo.files.file_store import file_sha256\n"
+        "from zoo.training.files.file_store import file_sha256\n"
         "import zoo.generation.settings, zoo.recipes.settings\n"
         "assert 'MultiHeadAttention' in dir(zoo.layers)")
     assert not {"keras", "tensorflow", "jax", "numpy"} & loaded

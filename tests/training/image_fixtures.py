@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.files.archives import extract_archive
+from zoo.training.files.archives import extract_archive
 
 PER_CLASS = 20
 CIFAR10_CLASSES = [

@@ -1,4 +1,4 @@
-"""A checkpoint under a full or read-only disk (`zoo.files.disk_faults`) names the epoch's
+"""A checkpoint under a full or read-only disk (`zoo.training.files.disk_faults`) names the epoch's
 folder in its error and leaves no part of it: the previous checkpoint stays the newest."""
 
 from __future__ import annotations

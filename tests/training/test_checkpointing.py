@@ -241,7 +241,7 @@ def test_no_intact_checkpoint_is_a_one_line_error(tmp_path):
 
 # ---------------------------------------------------------------------- final files of a run
 def test_write_atomically_keeps_the_old_file_when_the_write_fails(tmp_path):
-    from zoo.files.file_store import write_atomically
+    from zoo.training.files.file_store import write_atomically
 
     target = tmp_path / "model.keras"
     target.write_bytes(b"the finished model")
@@ -260,7 +260,7 @@ def test_write_atomically_keeps_the_old_file_when_the_write_fails(tmp_path):
 
 
 def test_write_atomically_saves_a_keras_model(tmp_path):
-    from zoo.files.file_store import write_atomically
+    from zoo.training.files.file_store import write_atomically
 
     model = _compiled_model()
     write_atomically(tmp_path / "model.keras", model.save)

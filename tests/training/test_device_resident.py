@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.augmentation import MixBatch, RandomErasing
 from zoo.training.checkpointing import ResumableCheckpoint, restore_latest
 from zoo.training.device_resident import DeviceResidentTraining

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from tests.training.image_fixtures import CIFAR10_CLASSES, PER_CLASS, cifar_subset
-from zoo.files.archives import extract_archive
+from zoo.training.files.archives import extract_archive
 from zoo.training.image_data import (
     image_folder_tf_dataset,
     load_image_folder_numpy,

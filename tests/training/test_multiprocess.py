@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.distribution import (JobSettings, ProcessShard, check_job_settings,
                                        is_chief, is_lost_peer, job_settings, process_count)
 

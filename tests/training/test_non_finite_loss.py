@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.run import StopOnNonFiniteLoss, finite_json, fit_resumably
 
 

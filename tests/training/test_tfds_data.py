@@ -5,7 +5,7 @@
 import numpy as np
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.tfds_data import (
     TfdsSpec,
     parse_tfds_spec,

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("tensorflow_datasets")
 
-from zoo.errors import UserError  # noqa: E402
+from zoo.training.errors import UserError  # noqa: E402
 from zoo.training import tfds_data  # noqa: E402
 from zoo.training.tfds_data import (TfdsSpec, offline_variable, require_data,  # noqa: E402
                                     tfds_builder)

@@ -262,7 +262,7 @@ def add_arguments(parser: Any) -> None:
 
 def main(args: Any) -> None:
     """`zoo bench` with parsed arguments."""
-    from zoo.errors import UserError
+    from zoo.training.errors import UserError
 
     if args.rounds < 1:
         raise UserError(f"--rounds must be at least 1; got {args.rounds}")

@@ -118,7 +118,7 @@ def results_path(name: str) -> Path:
 def write_results(document: dict, path: str | os.PathLike) -> Path:
     """Writes `document` as indented JSON to `path` (its folder created; atomically, and
     never through a link); returns the path."""
-    from zoo.files.file_store import write_atomically
+    from zoo.training.files.file_store import write_atomically
 
     return write_atomically(path, lambda temporary: temporary.write_text(
         json.dumps(document, indent=2) + "\n"))

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from zoo.cli.recipe_flags import RECIPES, recipe_from_args
 from zoo.cli.stdout_faults import stdout_to_devnull
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 if typing.TYPE_CHECKING:
     from zoo.cli.line_reader import Line
@@ -279,7 +279,7 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     import zoo
     from zoo.hub.loader import MODEL_FILE, write_manifest
     from zoo.models.quantization import int8_speed_note, quantize_model
-    from zoo.files.file_store import write_atomically
+    from zoo.training.files.file_store import write_atomically
 
     folder = None if args.output.endswith(".keras") else os.path.abspath(args.output)
     out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
@@ -305,7 +305,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
     """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
     from zoo import converters
     from zoo.hub.loader import MODEL_FILE, write_manifest
-    from zoo.files.file_store import write_atomically
+    from zoo.training.files.file_store import write_atomically
 
     if args.format != "minilm" and not args.source:
         raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "

@@ -21,7 +21,7 @@ import shlex
 import sys
 from typing import Callable
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 def _beam_args(args: argparse.Namespace) -> list[str]:

@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any, Iterable, Iterator
 
-from zoo.files.disk_faults import DISK_FAULT_ERRNOS
+from zoo.training.files.disk_faults import DISK_FAULT_ERRNOS
 
 
 class StdoutClosed(BrokenPipeError):

@@ -14,8 +14,8 @@ import math
 import os
 from typing import Any, Mapping
 
-from zoo.errors import UserError
-from zoo.files.json_files import read_json_file
+from zoo.training.errors import UserError
+from zoo.training.files.json_files import read_json_file
 
 _REQUIRED = object()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import is_int
 
 # safetensors' own limit on the header (its MAX_HEADER_SIZE).

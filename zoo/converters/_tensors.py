@@ -17,8 +17,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from zoo.converters._safetensors_file import read_safetensors
-from zoo.errors import UserError
-from zoo.files.json_files import read_json_file
+from zoo.training.errors import UserError
+from zoo.training.files.json_files import read_json_file
 
 SAFETENSORS_NAMES = ("model.safetensors",)
 SAFETENSORS_INDEX = "model.safetensors.index.json"

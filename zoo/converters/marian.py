@@ -48,7 +48,7 @@ from zoo.converters._config import (check_heads, config_float, config_int, confi
                                     config_value, load_config)
 from zoo.converters._tensors import (Checkpoint, assign, keras_activation, load_tensors,
                                      set_attention, set_layer_norm, set_linear)
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import is_int
 from zoo.text.marian import MarianTokenizer
 from zoo.models.translator.model import Translator

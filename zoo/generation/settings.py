@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import is_int
 
 # A log-probability that can never win but stays finite in float32 arithmetic.

@@ -8,7 +8,7 @@ the sentence encoder its WordPiece vocabulary.
 Weights are read from `model.safetensors` (or its shards); a folder with only
 `pytorch_model.bin` is read with `torch.load(..., weights_only=True)`, which runs no pickled
 code, when PyTorch is installed (`zoo.hub.pickled_weights`). Every JSON file is read with the
-size limit of `zoo.files.json_files`; a damaged one is one line naming it.
+size limit of `zoo.training.files.json_files`; a damaged one is one line naming it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 
 from zoo.converters._config import ConfigFile, config_float
 from zoo.converters._tensors import SAFETENSORS_INDEX, load_tensors
-from zoo.errors import UserError
-from zoo.files.json_files import read_json_file
+from zoo.training.errors import UserError
+from zoo.training.files.json_files import read_json_file
 from zoo.hub.pickled_weights import read_pytorch_bin
 
 # Hugging Face's ViTImageProcessor defaults (and timm's for the original ViTs).

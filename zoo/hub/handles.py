@@ -52,9 +52,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from zoo.files.disk_faults import naming
-from zoo.files.file_store import cache_dir, write_atomically
-from zoo.errors import UserError
+from zoo.training.files.disk_faults import naming
+from zoo.training.files.file_store import cache_dir, write_atomically
+from zoo.training.errors import UserError
 
 if TYPE_CHECKING:
     import keras
@@ -129,7 +129,7 @@ def model_name(handle: str) -> str:
 
 def hub_cache_dir() -> Path:
     """Where converted hub models are kept: the zoo's cache folder's `hub/`
-    (`zoo.files.file_store.cache_dir`)."""
+    (`zoo.training.files.file_store.cache_dir`)."""
     return cache_dir("hub")
 
 

@@ -15,9 +15,9 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zoo.files.disk_faults import DISK_FULL_ERRNOS
-from zoo.files.file_store import cache_dir, file_sha256, write_atomically
-from zoo.errors import UserError
+from zoo.training.files.disk_faults import DISK_FULL_ERRNOS
+from zoo.training.files.file_store import cache_dir, file_sha256, write_atomically
+from zoo.training.errors import UserError
 
 if TYPE_CHECKING:  # keras (and TensorFlow) load only when a model is: `zoo models` stays fast
     import keras
@@ -53,7 +53,7 @@ class DownloadError(UserError):
 
 def downloads_dir() -> Path:
     """Where downloaded models are kept: the zoo's cache folder's `downloads/`
-    (`zoo.files.file_store.cache_dir`)."""
+    (`zoo.training.files.file_store.cache_dir`)."""
     return cache_dir("downloads")
 
 

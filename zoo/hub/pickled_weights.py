@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from zoo.converters._tensors import as_numpy
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 # The first bytes of a zip archive (PyTorch's format) and of a pickle of protocol 2 or later
 # (its legacy format).

@@ -20,7 +20,7 @@ import dataclasses
 import inspect
 from typing import Any
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)

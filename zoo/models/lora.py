@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import keras
 from keras import ops
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 
 # `targets` names -> the attribute of `zoo.layers.MultiHeadAttention` that holds the projection.

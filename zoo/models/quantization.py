@@ -46,7 +46,7 @@ from typing import Any
 
 import keras
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.int8_route import route_int8_layer
 from zoo.layers.keras_internals import (nested_layers, one_garbage_collection,
                                         resolve_policy_map)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 def training_option_changes(dropout: float | None = None, attention_dropout: float | None = None,

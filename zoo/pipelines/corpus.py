@@ -32,7 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, PredictionResult, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.pipelines.handler import ExportHandler, Failure, first_line
 
 FAILED = "failed"

@@ -2,8 +2,8 @@
 applies one to a flag as it is parsed, and the checks of a whole recipe made in Python.
 
 Every number a user gives is finite and bounded by what a model can use. This module imports
-nothing but the standard library and the ground floor (`zoo.errors`, `zoo.layers.validation`),
-so that the flag checks run before Keras loads.
+nothing but the standard library and the ground floor (`zoo.training.errors`,
+`zoo.layers.validation`), so that the flag checks run before Keras loads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numbers
 import typing
 from typing import Any, Callable
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import is_int
 
 

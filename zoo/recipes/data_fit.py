@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 # The validation split when --validation-size is not given: a tenth of the images, at most
 # 5,000 (CIFAR-10's usual hold-out of its 50,000 training images).

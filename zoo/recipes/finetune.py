@@ -27,7 +27,7 @@ from typing import Sequence
 import keras
 
 from zoo.training.optimizers import relative_variable_path
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.models.vit.model import VisionTransformer
 
 

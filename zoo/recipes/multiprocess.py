@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Iterator
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.distribution import (JobSettings, check_job_settings, is_lost_peer,
                                        job_settings, join_job, process_count, process_index)
 

@@ -24,9 +24,9 @@ def _save(fig: Any, path: str | os.PathLike) -> None:
     Raises:
         zoo.UserError: a suffix that names no picture format matplotlib writes.
         IsADirectoryError: `path` is a folder."""
-    from zoo.files.file_store import write_atomically
+    from zoo.training.files.file_store import write_atomically
 
-    from zoo.errors import UserError
+    from zoo.training.errors import UserError
 
     # The format is named, not left to the suffix: the temporary file's name must not decide
     # it, and a name without a suffix (`--attention out`) is a PNG.

@@ -25,7 +25,7 @@ import numpy as np
 
 from zoo.training.checkpoint_averaging import average_checkpoints
 from zoo.training.checkpointing import WEIGHTS_FILE
-from zoo.files.file_store import write_atomically
+from zoo.training.files.file_store import write_atomically
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.optimizers import transformer_adam
 from zoo.training.progress import Step
@@ -44,7 +44,7 @@ from zoo.training.tfds_data import (
 )
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import TranslatorRecipe
 from zoo.hub.loader import load

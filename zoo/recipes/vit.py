@@ -32,7 +32,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from zoo.files.archives import extract_archive
+from zoo.training.files.archives import extract_archive
 from zoo.training.augmentation import MixBatch, cifar_augmentation, compiled_augmentation
 from zoo.training.device_resident import DeviceResidentTraining
 from zoo.training.idx_data import (
@@ -55,7 +55,7 @@ from zoo.training.progress import Step
 from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume,
                                start_run)
 from zoo.training.schedules import WarmupCosine
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import ViTRecipe
 from zoo.recipes.data_fit import check_output_outside_data, fit_to_data

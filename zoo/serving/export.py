@@ -50,10 +50,10 @@ from typing import Any
 
 import keras
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
-from zoo.files.disk_faults import naming
-from zoo.files.file_store import refuse_link
+from zoo.training.files.disk_faults import naming
+from zoo.training.files.file_store import refuse_link
 from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,

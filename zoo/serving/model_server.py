@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from zoo.files.file_store import write_atomically
+from zoo.training.files.file_store import write_atomically
 from zoo.serving.chunks import CHUNK_ROWS
 from zoo.serving.image_endpoints import MAX_IMAGES
 from zoo.serving.text_endpoints import MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES

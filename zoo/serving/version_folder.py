@@ -13,7 +13,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from zoo.files.file_store import process_alive
+from zoo.training.files.file_store import process_alive
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:

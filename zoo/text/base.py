@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zoo.errors import UserError
-from zoo.files.file_store import open_no_follow, refuse_link
+from zoo.training.errors import UserError
+from zoo.training.files.file_store import open_no_follow, refuse_link
 from zoo.layers.validation import is_int
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import sentencepiece
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import is_int
-from zoo.files.json_files import read_json_file
+from zoo.training.files.json_files import read_json_file
 from zoo.text.base import END_PIECE, PAD_PIECE, UNKNOWN_PIECE, Tokenizer
 
 _MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -227,7 +227,7 @@ class MarianTokenizer(Tokenizer):
 
 def _read_json(path: Path) -> dict:
     """A JSON object of OPUS-MT's folder (`vocab.json`, `tokenizer_config.json`, ...), read
-    with the size limit of `zoo.files.json_files`."""
+    with the size limit of `zoo.training.files.json_files`."""
     return read_json_file(path, expect=dict)
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import sentencepiece
 
 from zoo.training.text_batches import END_ID, PAD_ID, START_ID, UNKNOWN_ID
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 
 from zoo.text.base import (  # noqa: F401  (`Tokenizer` is named here too)

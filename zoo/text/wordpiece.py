@@ -17,7 +17,7 @@ import numpy as np
 from keras import ops
 
 from zoo.layers.validation import positive_int
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 _SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 # Ideographs split off as words of their own (BERT's "CJK" ranges, as keras-hub's).

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from zoo.cli.main import utf8_stdout
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.recipes.plots import _save
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from zoo.cli.main import main
-from zoo.files.run_lock import LOCK_FILE, run_folder_lock
+from zoo.training.files.run_lock import LOCK_FILE, run_folder_lock
 
 CASES = [
     # (the command; {out} is the run folder)

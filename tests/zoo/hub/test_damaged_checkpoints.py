@@ -40,7 +40,7 @@ from tests.zoo.hub._hub_helpers import (  # noqa: E402
     timm_state_dict,
     vit_folder,
 )
-from zoo.errors import UserError  # noqa: E402
+from zoo.training.errors import UserError  # noqa: E402
 
 
 # ---------------------------------------------------------------------- good checkpoints
@@ -332,7 +332,7 @@ def test_a_hub_json_file_linked_to_dev_zero_is_refused_at_the_size_limit(
 
 @pytest.mark.parametrize("extra, refused", [(0, False), (1, True)])
 def test_the_json_size_limit_is_exact(tmp_path, extra, refused):
-    from zoo.files.json_files import JSON_FILE_LIMIT, read_json_file
+    from zoo.training.files.json_files import JSON_FILE_LIMIT, read_json_file
 
     path = tmp_path / "config.json"
     path.write_bytes(b'{"patch_size": 16}'.ljust(JSON_FILE_LIMIT + extra, b" "))

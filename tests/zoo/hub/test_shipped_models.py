@@ -42,7 +42,7 @@ def held_out_cifar10(shared_data, per_class: int):
     held out for validation (`train_validation_split(..., 5000, seed=0, labels=...)` over the
     archive's images in `scan_image_folder` order, as `zoo train vit` splits them): images the
     shipped model never trained on. Returns uint8 images, int labels and the class names."""
-    from zoo.files.archives import extract_archive
+    from zoo.training.files.archives import extract_archive
     from zoo.training.image_data import train_validation_split
     from zoo.training.image_files import load_image, scan_image_folder
 

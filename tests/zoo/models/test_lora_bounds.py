@@ -9,7 +9,7 @@ import math
 import keras
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.models.lora import MAX_ALPHA
 from zoo.models.quantization import quantize_model, refuse_quantized_training
 from zoo.models.vit.model import VisionTransformer

@@ -140,7 +140,7 @@ def test_cross_attention_cuts_its_sentence_too(tiny, monkeypatch):
     (b"ok\xff", "input 0 is not valid UTF-8"),
 ])
 def test_text_that_is_not_utf8_is_a_one_line_users_mistake(text, message, tiny):
-    from zoo.errors import UserError
+    from zoo.training.errors import UserError
 
     with pytest.raises(UserError, match=message) as error:
         tiny.translate([text], beam_size=1, max_length=2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.models.architectures import architecture_config
 from zoo.models.vit.model import VisionTransformer
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.models.vit.model import VisionTransformer
 
 SMALL = {"num_layers": 1, "hidden_dim": 16, "num_heads": 2, "intermediate_dim": 16}

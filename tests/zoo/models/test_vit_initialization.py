@@ -71,7 +71,7 @@ def test_the_draw_follows_the_seed():
 
 
 def test_the_recipe_draws_a_new_model_as_it_is_told(tmp_path):
-    from zoo.errors import UserError
+    from zoo.training.errors import UserError
     from zoo.recipes.checks import check_fields
     from zoo.recipes.settings import ViTRecipe
     from zoo.recipes.vit import build_vit

@@ -12,7 +12,7 @@ pytest.importorskip("apache_beam", reason="Apache Beam is not installed (pip ins
                                           "'attention-zoo[pipeline]')")
 tf = pytest.importorskip("tensorflow")
 
-from zoo.errors import UserError  # noqa: E402
+from zoo.training.errors import UserError  # noqa: E402
 from zoo.pipelines.corpus import _write_in_order, pipeline_options  # noqa: E402
 from zoo.pipelines.handler import ExportHandler, Failure  # noqa: E402
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.recipes.data_fit import (check_output_outside_data, count_images,
                                   default_validation_size, fit_to_data)
 from zoo.recipes.settings import ViTFinetuneRecipe, ViTRecipe

@@ -6,7 +6,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from zoo.files.archives import extract_archive
+from zoo.training.files.archives import extract_archive
 from zoo.models import architectures as presets
 from zoo.cli.main import main
 from zoo.recipes.vit import ViTRecipe, train_vit

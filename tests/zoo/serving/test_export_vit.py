@@ -67,7 +67,7 @@ def test_shipped_vit_top1_served_equals_python_on_real_images(shared_data, tmp_p
     """100 real CIFAR-10 JPEGs: the served top-1 and its probability equal the Python
     API's (the graph decodes JPEGs to exactly PIL's pixels)."""
     import zoo
-    from zoo.files.archives import extract_archive
+    from zoo.training.files.archives import extract_archive
     from zoo.training.image_files import load_image, scan_image_folder
 
     if "vit-cifar10" not in zoo.list_models():
@@ -212,7 +212,7 @@ def test_vit_pixels_signature_refuses_non_finite_pixels_naming_the_image(exporte
     """`classify_pixels` refuses a batch with a NaN or infinite pixel, naming the image the
     Python API names (which refuses it too), as the model server runs it (no XLA); a finite
     batch is classified as the Python API classifies it."""
-    from zoo.errors import UserError
+    from zoo.training.errors import UserError
 
     model, version = exported_vit
     pixels = np.random.default_rng(7).uniform(0, 255, (3, 32, 32, 3)).astype("float32")

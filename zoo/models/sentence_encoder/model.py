@@ -29,7 +29,7 @@ from zoo.layers.position_embedding import PositionEmbedding
 from zoo.layers.token_embedding import TokenEmbedding
 from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from zoo.layers.validation import positive_int
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.text.wordpiece import SentenceTokenizer, read_vocabulary
 
 # Smallest token count and vector norm divided by, as in sentence-transformers' mean pooling

@@ -23,7 +23,7 @@ from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from zoo.training.text_batches import END_ID, START_ID
 from zoo.models.translator import architectures  # noqa: F401  (registers the architectures)
 from zoo.generation.settings import NEVER
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.models.architectures import architecture_config, load_preset
 from zoo.models.lora import TranslatorLora
 from zoo.models.translator.searching import TranslatorSearch

@@ -17,7 +17,7 @@ from typing import Any
 
 import keras
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_lines

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from keras import ops
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.generation.settings import check_search_settings
 from zoo.text.length_cap import character_cap, cut_text, cut_warning
 from zoo.text.loading import load_tokenizer

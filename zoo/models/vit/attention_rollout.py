@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 HEAD_FUSIONS = ("mean", "max", "min")
 

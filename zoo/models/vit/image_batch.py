@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 
 def as_image_batch(images: Any, num_channels: int = 3) -> np.ndarray:

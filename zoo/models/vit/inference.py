@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 from zoo.models.vit.attention_rollout import attention_rollout as rollout_attention_maps
 from zoo.models.vit.image_batch import as_image_batch

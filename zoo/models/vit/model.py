@@ -38,7 +38,7 @@ from zoo.layers.patch_embedding import PatchEmbedding
 from zoo.layers.position_embedding import PositionEmbedding
 from zoo.layers.transformer_encoder import TransformerEncoderBlock, head_size
 from zoo.layers.validation import image_size_pair, positive_int
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, architectures, load_preset
 from zoo.models.lora import VisionTransformerLora

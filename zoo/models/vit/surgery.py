@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import keras
 from keras import ops
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.layers.position_embedding import interpolate_position_embedding_2d
 from zoo.layers.validation import image_size_pair, is_int, positive_int
 from zoo.models.surgery import (assign_weights, copy_weights, copy_weights_outside,

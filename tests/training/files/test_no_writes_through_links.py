@@ -11,9 +11,9 @@ import pytest
 
 from zoo.bench.report import write_results
 from zoo.cli.main import main
-from zoo.errors import UserError
-from zoo.files.file_store import write_atomically
-from zoo.files.run_lock import LOCK_FILE, lock_owner, run_folder_lock
+from zoo.training.errors import UserError
+from zoo.training.files.file_store import write_atomically
+from zoo.training.files.run_lock import LOCK_FILE, lock_owner, run_folder_lock
 from zoo.training.checkpointing import prepare_run_folder
 
 RUN_FILES = ("checkpoints", "logs", "model.keras", "metrics.json")

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from .file_store import open_no_follow, refuse_link
 
 LOCK_FILE = ".run.lock"

@@ -26,7 +26,7 @@ import uuid
 import zlib
 from pathlib import Path, PurePosixPath
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from .disk_faults import naming
 from .file_store import cache_dir, file_sha256, process_alive, write_atomically
 

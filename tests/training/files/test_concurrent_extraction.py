@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from zoo.files import archives
-from zoo.files.archives import extract_archive
-from zoo.files.file_store import CACHE_ENV
+from zoo.training.files import archives
+from zoo.training.files.archives import extract_archive
+from zoo.training.files.file_store import CACHE_ENV
 
 PROCESSES = 4
 PER_CLASS = 60

@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 
 JSON_FILE_LIMIT = 16 * 1024 * 1024
 _KINDS = {dict: "an object", list: "an array", str: "a string", int: "a number",

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from zoo.files.file_store import remove_dead_temporaries, write_atomically
+from zoo.training.files.file_store import remove_dead_temporaries, write_atomically
 
 
 def _dead_pid() -> int:

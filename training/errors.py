@@ -10,14 +10,15 @@ A `UserError` (a ValueError) says the user gave something wrong: a flag or argum
 file, a model name or kind, a hub handle or URL, an image. The `zoo` command prints its one
 line and exits with status 2, as it does for the file errors in `FILE_ERRORS` (a path that is
 missing, in the way or unreadable; the message names it), for a full or read-only disk
-(`zoo.files.disk_faults`: `cannot write PATH: No space left on device`) and for a
+(`zoo.training.files.disk_faults`: `cannot write PATH: No space left on device`) and for a
 ModuleNotFoundError that names a third-party package to install. Everything else, a plain
 ValueError from inside Keras or a missing module of the zoo's own included, is the zoo's bug
 and keeps its traceback.
 
-It sits low in the import order (tests/zoo/test_import_direction.py), below `zoo.files` and
-`zoo.training`: they report a user's mistake (a damaged JSON file, an unsafe archive, a bad
-data file) with this one class too.
+It sits at the bottom of the training kit (tests/zoo/test_import_direction.py), below
+`zoo.training.files` and the rest of `zoo.training`, which report a user's mistake (a damaged
+JSON file, an unsafe archive, a bad data file) with this one class too; everything in `zoo`
+above imports it from here, and users as `zoo.UserError`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from .disk_faults import naming
 
 CACHE_ENV = "ZOO_CACHE_DIR"
@@ -122,8 +122,8 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], Any]) -> P
     the file is flushed to disk and renamed onto `path`. If it raises (a failed hash check,
     say), the temporary file is deleted and `path` is untouched. The folder is created if
     missing. A full or read-only disk raises an OSError that names `path` (see
-    `zoo.files.disk_faults`), and leaves `path` untouched too. A `path` that is a device or
-    a pipe (`/dev/null`, `/dev/stdout`) is written in place: renaming a file onto it would
+    `zoo.training.files.disk_faults`), and leaves `path` untouched too. A `path` that is a
+    device or a pipe (`/dev/null`, `/dev/stdout`) is written in place: renaming a file onto it would
     replace the device. A `path` that is any other symbolic link is refused (`refuse_link`);
     the temporary file is created new with `O_NOFOLLOW | O_EXCL` and named after this
     process (`.NAME.tmp-PID-*`), so that the next save into the folder removes it if a kill

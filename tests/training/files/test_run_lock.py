@@ -1,4 +1,4 @@
-"""One run at a time in a run folder (`zoo.files.run_lock`, `hold_run_folder`): a second
+"""One run at a time in a run folder (`zoo.training.files.run_lock`, `hold_run_folder`): a second
 start is refused in one line before it touches anything, the folder is free again when the
 run ends, and a killed run leaves no stale lock."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.files.run_lock import LOCK_FILE, RunFolderInUse, lock_owner, run_folder_lock
+from zoo.training.files.run_lock import LOCK_FILE, RunFolderInUse, lock_owner, run_folder_lock
 from zoo.training.run import hold_run_folder
 
 RUN_FILES = ("checkpoints", "logs", "model.keras", "metrics.json")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from zoo.files import archives
-from zoo.files.archives import archive_sha256, extract_archive
-from zoo.files.file_store import CACHE_ENV, cache_dir
+from zoo.training.files import archives
+from zoo.training.files.archives import archive_sha256, extract_archive
+from zoo.training.files.file_store import CACHE_ENV, cache_dir
 
 
 @pytest.fixture(autouse=True)

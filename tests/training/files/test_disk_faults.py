@@ -1,4 +1,4 @@
-"""`zoo.files.disk_faults`: which errors are a full or read-only disk, the path they name,
+"""`zoo.training.files.disk_faults`: which errors are a full or read-only disk, the path they name,
 and the file store's writes and an archive's extraction under them (whole or not at all, the
 path named). A checkpoint under a disk fault: tests/training/test_checkpoint_disk_faults.py."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from zoo.files.disk_faults import describe, disk_fault, naming
-from zoo.files.file_store import write_atomically
+from zoo.training.files.disk_faults import describe, disk_fault, naming
+from zoo.training.files.file_store import write_atomically
 
 
 def _tf_errors():
@@ -169,7 +169,7 @@ def _pets(path: Path) -> Path:
 @pytest.mark.parametrize("existing", [False, True], ids=["new folder", "existing folder"])
 def test_an_extraction_under_a_disk_fault_names_the_member_and_is_not_marked_done(
         tmp_path, existing, monkeypatch):
-    from zoo.files.archives import extract_archive
+    from zoo.training.files.archives import extract_archive
 
     archive = _pets(tmp_path / "pets.tar.gz")
     destination = tmp_path / "data"
