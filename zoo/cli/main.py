@@ -7,7 +7,7 @@ Errors in what the user gave (a `zoo.UserError`: an unknown model, a bad image, 
 value; or a missing file) are printed as one line, `zoo: error: ...`, with exit status 2, never
 as a stack trace. So are the machine's faults: a full disk, a read-only file system, a write
 refused (an OSError with errno ENOSPC, EDQUOT, EROFS, EACCES or EPERM, or TensorFlow's error
-for one, `zoo.files.disk_faults`), as `zoo: error: cannot write PATH: No space left on
+for one, `zoo.training.files.disk_faults`), as `zoo: error: cannot write PATH: No space left on
 device`, and the same for stdout (`zoo models > /dev/full`: `cannot write standard output
 (/dev/full): ...`). Any other exception is the zoo's bug and keeps its traceback. The zoo's own
 warnings print as one line, `zoo: warning: ...`; TensorFlow's start-up chatter on stderr is
@@ -32,10 +32,10 @@ from typing import Any, Sequence
 from zoo.cli.line_reader import argument_bytes, utf8_problem
 from zoo.cli.parser import build_parser
 from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
-from zoo.errors import FILE_ERRORS, UserError
+from zoo.training.errors import FILE_ERRORS, UserError
 from zoo.runtime import keep_jax_out_of_tensorflow, use_onednn
 from zoo.training.interrupts import interrupted, note_interrupts
-from zoo.files.disk_faults import describe, disk_fault
+from zoo.training.files.disk_faults import describe, disk_fault
 
 # The zoo's own packages: their errors and warnings are the zoo's.
 OWN_PACKAGES = ("zoo",)
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 status = args.func(args)
         except StdoutClosed:  # the reader went away (`zoo models | head -0`): quietly
             return 141
-        # A user's mistake (zoo.UserError, see zoo/errors.py), a path that is missing, in
+        # A user's mistake (zoo.UserError, see training/errors.py), a path that is missing, in
         # the way or unreadable, or a package to install is one line. Anything else, a
         # ValueError from inside Keras and a module of the zoo's own that is missing
         # included, is the zoo's bug and keeps its traceback, as everything does with
@@ -121,8 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = _disk_fault_line(error)
             if message is None or verbose or args.verbose:
                 raise
-    if interrupted():  # a Ctrl-C that something swallowed is not lost either
-        return _interrupted_exit()
+        # A Ctrl-C that something swallowed (a training run's StopOnInterrupt) is not lost
+        # either; inside the block, so that the stderr filter stays on to the process's exit.
+        if interrupted():
+            return _interrupted_exit()
     if message is not None:
         print(f"zoo: error: {message}", file=sys.stderr)
         return 2
@@ -158,7 +160,7 @@ def _interrupted_exit() -> int:
 
 def _disk_fault_line(error: BaseException) -> str | None:
     """`cannot write PATH: No space left on device` for a full or read-only disk or a
-    refused write (`zoo.files.disk_faults`), else None (a bug's error, say)."""
+    refused write (`zoo.training.files.disk_faults`), else None (a bug's error, say)."""
     fault = disk_fault(error)
     return None if fault is None else describe(fault)
 

@@ -16,7 +16,7 @@ import pytest
 
 import zoo.cli.main
 from zoo.cli.main import main
-from zoo.errors import UserError
+from zoo.training.errors import UserError
 from zoo.training.interrupts import interrupted
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,6 +80,45 @@ def _parser_running(command):
         return parser
 
     return build
+
+
+# TensorFlow's notice as the interpreter tears down a run that Ctrl-C ended.
+_TEARDOWN_NOTICE = ("W0000 00:00:1795447617.969488    7382 op_kernel.cc:1857] Error occurred "
+                    "when finalizing GeneratorDataset iterator: FAILED_PRECONDITION\n")
+_AFTER_CTRL_C = """
+import atexit, os, signal, sys
+import zoo.cli.main as cli
+
+def run(args):
+    atexit.register(os.write, 2, NOTICE.encode())  # after main returns, as at teardown
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        if SWALLOW:
+            return 0  # a training run's StopOnInterrupt: fit ends, the command returns
+        raise
+
+real = cli.build_parser
+def build(recipes=True):
+    parser = real(recipes)
+    for action in parser._subparsers._group_actions:
+        for sub in action.choices.values():
+            sub.set_defaults(func=run)
+    return parser
+
+cli.build_parser = build
+sys.exit(cli.main(["export", "vit-cifar10", "--output", "unused"]))
+"""
+
+
+@pytest.mark.parametrize("swallowed", [False, True], ids=["raised", "swallowed"])
+def test_teardown_notices_after_ctrl_c_stay_filtered_to_the_exit(swallowed, tmp_path):
+    code = f"NOTICE = {_TEARDOWN_NOTICE!r}\nSWALLOW = {swallowed}\n" + _AFTER_CTRL_C
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stderr == "zoo: interrupted\n"
 
 
 def test_a_command_without_ctrl_c_is_not_taken_for_interrupted(capsys):

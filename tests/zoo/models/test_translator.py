@@ -197,15 +197,24 @@ def test_a_sentence_keeps_its_own_budget_beside_a_longer_one(model, beam_size, f
     budgets = np.asarray(model.source_budgets(ids))
     assert budgets[0] < budgets[1] == model.default_max_length(ids.shape[1])
     tokens, scores = model.search(ids, beam_size)
-    alone_tokens, alone_scores = model.search(model.encode_texts(texts[:1]), beam_size)
+    alone = model.encode_texts(texts[:1])
+    alone_tokens, alone_scores = model.search(alone, beam_size)
+    # Its ids not padded at all (a width that is no multiple of 8): the same budget.
+    unpadded_tokens, _ = model.search(alone[:, :int((alone != model.pad_id).sum())], beam_size)
     if beam_size > 1:
         tokens, alone_tokens = tokens[:, 0], alone_tokens[:, 0]
         scores, alone_scores = scores[:, 0], alone_scores[:, 0]
+        unpadded_tokens = unpadded_tokens[:, 0]
     assert alone_tokens.shape[-1] == budgets[0]
     np.testing.assert_array_equal(tokens[0, :budgets[0]], alone_tokens[0])
+    np.testing.assert_array_equal(unpadded_tokens, alone_tokens)
     assert (tokens[0, budgets[0]:] == model.pad_id).all()
     np.testing.assert_allclose(scores[0], alone_scores[0], rtol=1e-5)
     if force_end:
         end = model.special_ids()[1]
         for row, budget in zip(tokens, budgets):
             assert end in row[:budget].tolist()
+        # Lengths past the default budget are held to it, and end there too.
+        tokens, _ = model.generate(ids, beam_size, max_lengths=np.full(2, 10_000, "int32"))
+        for row in np.asarray(tokens).reshape(-1, tokens.shape[-1]):
+            assert end in row.tolist()

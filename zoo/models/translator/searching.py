@@ -31,10 +31,10 @@ class TranslatorSearch:
         Args:
             source_ids: `(batch, S)` int32, padded with `pad_id`.
             beam_size: 1 for greedy search.
-            max_length: most output tokens of any sentence; None: the budget of the padded
-                width S (`default_max_length`), and each sentence's own budget
-                (`source_budgets`) within it, so that a sentence's translation does not
-                depend on the others in its batch.
+            max_length: most output tokens of any sentence; None: each sentence's own
+                budget (`source_budgets`), within that of the width S rounded up to a
+                multiple of 8, so that a sentence's translation does not depend on the
+                others in its batch nor on how far its ids were padded.
             alpha: GNMT length-penalty exponent.
             max_lengths: `(batch,)` int32, each sentence's most tokens, each at most
                 `max_length`; None: as `max_length` says.
@@ -47,10 +47,11 @@ class TranslatorSearch:
         source_ids = ops.convert_to_tensor(source_ids, "int32")
         batch = ops.shape(source_ids)[0]  # an int, or a tensor in a graph of unknown batch
         if max_length is None:
-            max_length = self.default_max_length(source_ids.shape[1])
+            max_length = self.default_max_length(_padded_width(source_ids.shape[1],
+                                                               self.max_source_length))
             if max_lengths is None:
-                max_lengths = ops.minimum(self.source_budgets(source_ids), max_length)
-        elif max_lengths is not None:
+                max_lengths = self.source_budgets(source_ids)
+        if max_lengths is not None:
             max_lengths = ops.minimum(max_lengths, max_length)
         memory, source_mask = self.encode(source_ids)
         # The self-attention cache starts empty: the search grows it to the lengths it
@@ -104,7 +105,7 @@ class TranslatorSearch:
         each sentence its own budget, so that its translation does not depend on the longest
         source in its batch (the batch's padded width)."""
         lengths = ops.sum(ops.cast(ops.not_equal(source_ids, self.pad_id), "int32"), axis=1)
-        padded = ops.minimum(self.max_source_length, (lengths + 7) // 8 * 8)
+        padded = _padded_width(lengths, self.max_source_length)
         budget = ops.floor(1.5 * ops.cast(padded, "float32") + 10.0)
         return ops.minimum(self.max_target_length, ops.cast(budget, "int32"))
 
@@ -118,14 +119,17 @@ class TranslatorSearch:
             beam_size, max_length, self.max_target_length, alpha)
         source_ids = np.asarray(source_ids, dtype="int32")
         self.ensure_built()
-        # No max_length: each sentence's own budget, within that of the padded width.
-        own = max_length is None
-        if own:
-            max_length = self.default_max_length(source_ids.shape[1])
-        key = (source_ids.shape, beam_size, max_length, alpha, own)
+        key = (source_ids.shape, beam_size, max_length, alpha)
         if key not in self._search_functions:
             self._search_functions[key] = compile_for_backend(
-                lambda ids: self.generate(ids, beam_size, max_length, alpha, max_lengths=(
-                    self.source_budgets(ids) if own else None)), self)
+                lambda ids: self.generate(ids, beam_size, max_length, alpha), self)
         tokens, scores = self._search_functions[key](source_ids)
         return np.asarray(ops.convert_to_numpy(tokens)), np.asarray(ops.convert_to_numpy(scores))
+
+
+def _padded_width(length: Any, max_source_length: int) -> Any:
+    """A source length rounded up to a multiple of 8 (as `encode_texts` pads), at most
+    `max_source_length`: an int, or a tensor of lengths."""
+    if isinstance(length, int):
+        return min(max_source_length, -(-length // 8) * 8)
+    return ops.minimum(max_source_length, (length + 7) // 8 * 8)
