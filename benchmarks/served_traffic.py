@@ -29,7 +29,7 @@ import numpy as np
 
 from zoo.bench.latency import concurrent_calls
 from zoo.bench.memory import PeakMemory
-from zoo.bench.real_inputs import items_of
+from zoo.bench.real_inputs import as_request, items_of
 from zoo.bench.report import write_benchmark
 
 # export folder under the repository: the kind of items its `serving_default` takes (also
@@ -40,12 +40,6 @@ EXPORTS = {
     "vit-cifar10/1": "images",
     "vit-cifar-vgg/1": "images",
 }
-
-
-def feed(kind: str, chosen: list[Any]) -> np.ndarray:
-    """A request's input: sentences as UTF-8 bytes, or encoded images."""
-    values = [v.encode() if isinstance(v, str) else v for v in chosen]
-    return np.array(values, dtype=object)
 
 
 def same(answer: dict, row: int, expected: dict) -> bool:
@@ -70,7 +64,7 @@ def run_clients(model: Any, kind: str, pool: list[Any], alone: list[dict], threa
     def request(client: int) -> int:
         rng = rngs[client]
         chosen = rng.choice(len(pool), size=int(rng.integers(1, 5)), replace=False)
-        answer = model(**{kind: feed(kind, [pool[i] for i in chosen])})
+        answer = model(**{kind: as_request([pool[i] for i in chosen])})
         wrong = [int(i) for row, i in enumerate(chosen) if not same(answer, row, alone[i])]
         with lock:
             mismatched.extend(wrong)
@@ -102,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         pool = items_of(kind, args.items)
         alone = []
         for item in pool:  # each item's answer alone, one request at a time
-            answer = model(**{kind: feed(kind, [item])})
+            answer = model(**{kind: as_request([item])})
             alone.append({key: value[0] for key, value in answer.items()})
         for threads in args.threads or [1, 8, 32]:
             result = {"export": folder,

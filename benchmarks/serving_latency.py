@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.bench.real_inputs import items_of
+from zoo.bench.real_inputs import as_request, items_of
 from zoo.bench.report import write_benchmark
 from zoo.bench.steps import interleaved
 
@@ -84,8 +84,7 @@ def exports_to_serve(args: argparse.Namespace, folder: str) -> dict[str, tuple[P
 def request_of(model, batch: int) -> dict[str, np.ndarray]:
     """The first `batch` real items of the kind the export's `serving_default` takes."""
     kind = next(iter(model.signatures["serving_default"].inputs))
-    values = [v.encode() if isinstance(v, str) else v for v in items_of(kind, batch)]
-    return {kind: np.array(values, dtype=object)}
+    return {kind: as_request(items_of(kind, batch))}
 
 
 def time_exports(exports: dict[str, tuple[Path, dict]], needs_xla: set[str],

@@ -4,26 +4,13 @@ folder in its error and leaves no part of it: the previous checkpoint stays the 
 from __future__ import annotations
 
 import errno
-import os
-from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 
+from tests.training.files.test_disk_faults import _fault, _half_then
 from zoo.training.checkpointing import ResumableCheckpoint, restore_latest
-
-
-def _fault(code: int) -> OSError:
-    """What write(2) raises on a full or read-only disk: an OSError naming no file."""
-    return OSError(code, os.strerror(code))
-
-
-def _half_then(error: BaseException):
-    def write(path):
-        Path(path).write_bytes(b"half a file")
-        raise error
-    return write
 
 
 def _fails_while_writing(monkeypatch, code):

@@ -1,8 +1,8 @@
-"""Latency over many calls, from one client or from several at once: each call's seconds
-(`call_seconds`), a nearest-rank percentile (`percentile`), the figures a result reports
-(`latency_summary`: p50, p99, min and mean in milliseconds) and `concurrent_calls`, client
-threads calling one function at once for a span (what a served model's session sees from
-concurrent clients), every call's latency kept.
+"""Latency over many calls, from one client or from several at once: a nearest-rank
+percentile (`percentile`), the figures a result reports (`latency_summary`: p50, p99, min
+and mean in milliseconds) and `concurrent_calls`, client threads calling one function at once
+for a span (what a served model's session sees from concurrent clients), every call's latency
+kept.
 
 Why not `seconds_per_call` alone: a mean hides the tail that a served request's client
 waits for; p99 needs each call's time, and concurrent clients need one clock shared by
@@ -15,29 +15,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from zoo.bench.steps import Stopwatch
-
-
-def call_seconds(step: Callable[[], Any], calls: int, warmup: int = 0) -> list[float]:
-    """The wall seconds of each of `calls` calls of `step` (each must finish its work before
-    it returns), after `warmup` untimed calls.
-
-    Example:
-        seconds = call_seconds(lambda: served(images=batch), calls=20, warmup=1)
-        latency_summary(seconds)["p50_ms"]
-    """
-    if calls < 1:
-        raise ValueError(f"calls must be at least 1; got {calls!r}")
-    for _ in range(warmup):
-        step()
-    found = []
-    for _ in range(calls):
-        with Stopwatch() as watch:
-            step()
-        found.append(watch.seconds)
-    return found
 
 
 def percentile(values: Sequence[float], share: float) -> float:

@@ -1,13 +1,16 @@
 """The real inputs that the serving benchmarks send: the first sentences of Multi30k's
 test_2016_flickr and the first CIFAR-10 training JPEGs, read from the shared data folder
 (`zoo.bench.workers.DATA`; ZOO_SHARED_DATA overrides it). One reader for every script, so
-that their figures are over the same items.
+that their figures are over the same items, sent as one request array (`as_request`).
 """
 
 from __future__ import annotations
 
 import gzip
 import tarfile
+from typing import Sequence
+
+import numpy as np
 
 from zoo.bench.workers import DATA
 
@@ -50,3 +53,19 @@ def items_of(kind: str, count: int) -> list:
     if kind == "images":
         return cifar10_jpegs(count)
     raise ValueError(f"kind must be 'sentences' or 'images'; got {kind!r}")
+
+
+def as_request(items: Sequence[str | bytes]) -> np.ndarray:
+    """A served export's input of `items`: sentences as UTF-8 bytes, encoded images as they are.
+
+    Args:
+        items: the items of one request (`items_of`'s, or some of them).
+
+    Returns:
+        A 1-D array of `len(items)` bytes objects (dtype object), what a string input of
+        `serving_default` takes.
+
+    Example:
+        model(sentences=as_request(items_of("sentences", 4)))
+    """
+    return np.array([v.encode() if isinstance(v, str) else v for v in items], dtype=object)

@@ -82,7 +82,8 @@ def test_processes_extracting_one_archive_at_once_each_get_the_whole_folder(tmp_
     contents = _archive(tmp_path / "images.tar.gz")
     destination = None if where == "cache" else tmp_path / "run" / "data"
     if where == "chosen folder with an earlier extraction":
-        # An earlier run with a per-class limit: its files are kept, the rest added.
+        # An earlier run with a per-class limit, one file changed by hand since: each file
+        # the archive holds replaces its namesake (the changed one too), the rest are added.
         extract_archive(tmp_path / "images.tar.gz", destination, limit_per_class=3)
         (destination / "train" / "cat" / "0000.jpg").write_bytes(b"changed by hand")
     results = _extract_together(tmp_path / "images.tar.gz", destination, tmp_path / "cache")

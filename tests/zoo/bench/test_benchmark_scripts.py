@@ -8,9 +8,6 @@
 - every result in benchmarks/results/ is named by script, host kind and date
   (`zoo.bench.report.RESULT_NAME`), and the script it names exists;
 - the documentation names only scripts that exist.
-
-`NOT_YET` and `OTHER_WORK` list the scripts that do not follow the plan yet, each with why;
-an entry that comes to follow it must leave its list (a test says so).
 """
 
 from __future__ import annotations
@@ -27,15 +24,6 @@ ROOT = Path(__file__).resolve().parents[3]
 BENCHMARKS = ROOT / "benchmarks"
 RESULTS = BENCHMARKS / "results"
 
-# Scripts that do not follow the plan yet, each with why (none since issue 54 took the last
-# nine in: int8_served.py and served_ab.py merged into serving_latency.py, int8_agreement.py
-# into the int8_quality study).
-NOT_YET: dict[str, str] = {}
-# Scripts that other work adds beside this plan on branches not merged yet (absent here until
-# they are); the same rules, the same way out.
-OTHER_WORK: dict[str, str] = {}
-# Their results keep their old names until then (file name prefixes).
-NOT_YET_RESULTS: tuple[str, ...] = ()
 CLOCK_MODULES = {"time", "timeit"}
 STUDIES = ("vit_overfit.py", "vit_reference.py", "learning_curve.py", "head_pruning.py",
            "lora_finetune.py", "int8_quality.py")
@@ -95,27 +83,9 @@ def test_the_reader_finds_a_timing_loop_of_its_own(tmp_path):
     assert problems(good) == []
 
 
-@pytest.mark.parametrize("path", [p for p in _scripts()
-                                  if p.name not in NOT_YET and p.name not in OTHER_WORK],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _scripts(), ids=lambda p: p.name)
 def test_every_timing_script_measures_and_writes_with_the_harness(path):
     assert problems(path) == []
-
-
-@pytest.mark.parametrize("name", sorted(NOT_YET))
-def test_a_known_exception_still_exists_and_still_departs_from_the_plan(name):
-    """The lead shrinks `NOT_YET`: a script converted, or gone, must leave it."""
-    path = BENCHMARKS / name
-    assert path.is_file(), f"{name} is gone: take it out of NOT_YET"
-    assert problems(path), f"{name} follows the plan now: take it out of NOT_YET"
-
-
-@pytest.mark.parametrize("name", sorted(OTHER_WORK))
-def test_other_work_leaves_the_exceptions_once_it_follows_the_plan(name):
-    path = BENCHMARKS / name
-    if not path.is_file():
-        pytest.skip(f"{name} is not on this branch (other work, not merged yet)")
-    assert problems(path), f"{name} follows the plan now: take it out of OTHER_WORK"
 
 
 def test_the_studies_of_accuracy_live_in_their_own_folder():
@@ -128,8 +98,6 @@ def test_every_result_is_named_by_script_host_and_date():
     scripts = {p.stem for p in BENCHMARKS.rglob("*.py")} | {"bench"}  # `zoo bench`
     wrong = []
     for path in sorted(p for p in RESULTS.iterdir() if p.is_file()):
-        if path.name.startswith(NOT_YET_RESULTS):
-            continue
         match = RESULT_NAME.match(path.name)
         if match is None or match.group("script") not in scripts:
             wrong.append(path.name)

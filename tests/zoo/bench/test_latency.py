@@ -11,15 +11,6 @@ import pytest
 from zoo.bench import latency
 
 
-def test_call_seconds_keeps_each_call_and_leaves_the_warm_up_out(clock):
-    costs = iter([9.0, 1.0, 2.0, 4.0])
-
-    def step():
-        clock.now += next(costs)
-
-    assert latency.call_seconds(step, calls=3, warmup=1) == [1.0, 2.0, 4.0]
-
-
 @pytest.mark.parametrize("values, share, expected", [
     ([4, 1, 3, 2], 50, 2), ([4, 1, 3, 2], 100, 4), ([4, 1, 3, 2], 1, 1),
     (list(range(1, 101)), 99, 99), (list(range(1, 201)), 99, 198), ([7], 99, 7),

@@ -29,3 +29,10 @@ def test_the_images_are_jpegs(shared_data):
 def test_what_cannot_be_read_is_refused(kind, count):
     with pytest.raises(ValueError, match="got"):
         real_inputs.items_of(kind, count)
+
+
+def test_a_request_holds_the_items_as_bytes():
+    request = real_inputs.as_request(["Zwei Hunde.", b"\xff\xd8\xff", "über"])
+    assert request.dtype == object and request.shape == (3,)
+    assert list(request) == [b"Zwei Hunde.", b"\xff\xd8\xff", "über".encode("utf-8")]
+    assert all(type(item) is bytes for item in request)

@@ -94,25 +94,33 @@ def test_a_run_inside_its_warm_up_says_it_learns_little(epochs, warmup, noted):
                                   f"--warmup-epochs {warmup}")
 
 
-def test_zoo_train_vit_refuses_a_small_folder_before_tensorflow_loads(small_folder):
+def _zoo_in_a_fresh_process(arguments: list[str], cwd: Path) -> tuple[str, str]:
+    """`zoo ARGUMENTS` run by a fresh Python in `cwd`: the line it ends with (the exit status
+    and which of TensorFlow and Keras were loaded, "2 []" for a usage error before either),
+    and its stderr."""
     code = f"""
         import sys
         from zoo.cli.main import main
         try:
-            status = main(["train", "vit", "--data", {str(small_folder)!r},
-                           "--validation-size", "8", "--output", "unused-run"])
+            status = main({arguments!r})
         except SystemExit as stop:
             status = stop.code
         print(status, sorted(m for m in ("tensorflow", "keras") if m in sys.modules))
     """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd,
+                            capture_output=True, text=True, timeout=120, env=os.environ)
+    return result.stdout.split("\n")[-2], result.stderr
+
+
+def test_zoo_train_vit_refuses_a_small_folder_before_tensorflow_loads(small_folder):
     # Run beside the data folder: a run folder inside it is refused first.
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
-                            cwd=small_folder.parent, capture_output=True, text=True,
-                            timeout=120, env=os.environ)
-    assert result.stdout.split("\n")[-2] == "2 []"
-    assert result.stderr == ("zoo: error: --validation-size 8 leaves no training images: "
-                             f"--data {small_folder} holds 8; give at most 7, or leave it "
-                             "out (a tenth: 1)\n")
+    ended, stderr = _zoo_in_a_fresh_process(
+        ["train", "vit", "--data", str(small_folder), "--validation-size", "8",
+         "--output", "unused-run"], cwd=small_folder.parent)
+    assert ended == "2 []"
+    assert stderr == ("zoo: error: --validation-size 8 leaves no training images: "
+                      f"--data {small_folder} holds 8; give at most 7, or leave it "
+                      "out (a tenth: 1)\n")
     assert not (small_folder.parent / "unused-run").exists()
 
 
@@ -157,18 +165,9 @@ def test_zoo_train_vit_refuses_an_output_inside_data_before_tensorflow_loads(sma
                                                                            command):
     """The run folder inside the data would be read as one more class by the next run: both
     commands refuse it at once, write nothing, and load no TensorFlow."""
-    code = f"""
-        import sys
-        from zoo.cli.main import main
-        try:
-            status = main([{command!r}, "vit", "--data", ".", "--output", "run"])
-        except SystemExit as stop:
-            status = stop.code
-        print(status, sorted(m for m in ("tensorflow", "keras") if m in sys.modules))
-    """
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=small_folder,
-                            capture_output=True, text=True, timeout=120, env=os.environ)
-    assert result.stdout.split("\n")[-2] == "2 []"
-    assert result.stderr.startswith("zoo: error: --output run lies inside --data .: ")
-    assert len(result.stderr.splitlines()) == 1
+    ended, stderr = _zoo_in_a_fresh_process([command, "vit", "--data", ".", "--output", "run"],
+                                            cwd=small_folder)
+    assert ended == "2 []"
+    assert stderr.startswith("zoo: error: --output run lies inside --data .: ")
+    assert len(stderr.splitlines()) == 1
     assert not (small_folder / "run").exists()

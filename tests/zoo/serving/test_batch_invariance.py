@@ -185,7 +185,7 @@ def test_served_translation_does_not_depend_on_the_request(
     python = model.translate(sentences, beam_size=beam)
     served = [answer["translations"] for answer in result["alone"]]
     assert [i for i, (a, b) in enumerate(zip(python, served)) if a != b] == []
-    # The requests mixed sentences of three budgets.
+    # The requests mixed sentences of two budgets.
     budgets = np.asarray(model.source_budgets(model.encode_texts(sentences)))
     assert set(budgets.tolist()) == {22, 24}
 
