@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from zoo.training.errors import UserError
 from zoo.training.distribution import (JobSettings, check_job_settings, is_lost_peer,
                                        job_settings, join_job, process_count, process_index)
+from zoo.training.run import hold_run_folder
 
 
 def recipe_job(recipe: Any) -> JobSettings:
@@ -77,3 +78,16 @@ def ending_on_lost_peer() -> Iterator[None]:
               f"process of the job ({cause}); the run folder keeps its last checkpoint: "
               "start every process again to resume", file=sys.stderr, flush=True)
         os._exit(1)
+
+
+def run_recipe(recipe: Any, check: Callable[[Any], None], run_files: tuple[str, ...],
+               train: Callable[[Any], dict]) -> dict:
+    """Runs a training recipe: `check(recipe)` before anything is read or written, the job
+    joined (nothing for a single process), then `train(recipe)` with the output folder held
+    throughout (`zoo.training.run.hold_run_folder`; a second run into it meanwhile is refused
+    in one line) and a lost peer ending this process in one line; returns what `train`
+    returns, the metrics written to metrics.json."""
+    check(recipe)
+    join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
+    with ending_on_lost_peer(), hold_run_folder(recipe.output, run_files, recipe.force):
+        return train(recipe)

@@ -29,10 +29,9 @@ from zoo.training.files.file_store import write_atomically
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
 from zoo.training.optimizers import transformer_adam
 from zoo.training.progress import Step
-from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
+from zoo.recipes.multiprocess import check_recipe_job, run_recipe
 from zoo.training.distribution import ProcessShard, barrier, is_chief, process_count
-from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume,
-                               start_run)
+from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_multi30k, read_parallel, read_tsv_pairs
 from zoo.training.tfds_data import (
@@ -168,13 +167,10 @@ def build_translator(recipe: TranslatorRecipe, tokenizer: SubwordTokenizer,
 
 def train_translator(recipe: TranslatorRecipe) -> dict:
     """Trains (or resumes) a translator; returns the metrics written to metrics.json. The run
-    holds its output folder throughout (`zoo.training.run.hold_run_folder`): a second run
-    into the folder meanwhile is refused in one line. With job settings it runs as one
-    process of a multi-process job (`zoo.recipes.multiprocess`)."""
-    check_recipe(recipe)
-    join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
-    with ending_on_lost_peer(), hold_run_folder(recipe.output, RUN_FILES, recipe.force):
-        return _train_translator(recipe)
+    holds its output folder throughout: a second run into the folder meanwhile is refused in
+    one line. With job settings it runs as one process of a multi-process job
+    (`zoo.recipes.multiprocess.run_recipe`)."""
+    return run_recipe(recipe, check_recipe, RUN_FILES, _train_translator)
 
 
 def _train_translator(recipe: TranslatorRecipe) -> dict:

@@ -52,15 +52,14 @@ from zoo.training.tfds_data import (
 )
 from zoo.training.optimizers import adamw_no_decay_on_norms
 from zoo.training.progress import Step
-from zoo.training.run import (finish_run, fit_resumably, hold_run_folder, resume,
-                               start_run)
+from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.training.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import ViTRecipe
 from zoo.recipes.data_fit import check_output_outside_data, fit_to_data
 from zoo.recipes.finetune import layer_decay_multipliers
-from zoo.recipes.multiprocess import check_recipe_job, ending_on_lost_peer, join_recipe_job
+from zoo.recipes.multiprocess import check_recipe_job, run_recipe
 from zoo.training.distribution import ProcessShard, predict_in_batches, process_count
 from zoo.hub.loader import load
 from zoo.models.quantization import refuse_quantized_training
@@ -281,13 +280,10 @@ def _pretrained_vit(recipe: ViTRecipe, class_names: list[str]) -> VisionTransfor
 
 def train_vit(recipe: ViTRecipe) -> dict:
     """Trains (or resumes) a ViT; returns the metrics written to metrics.json. The run
-    holds its output folder throughout (`zoo.training.run.hold_run_folder`): a second run
-    into the folder meanwhile is refused in one line. With job settings it runs as one
-    process of a multi-process job (`zoo.recipes.multiprocess`)."""
-    check_recipe(recipe)
-    join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
-    with ending_on_lost_peer(), hold_run_folder(recipe.output, RUN_FILES, recipe.force):
-        return _train_vit(recipe)
+    holds its output folder throughout: a second run into the folder meanwhile is refused in
+    one line. With job settings it runs as one process of a multi-process job
+    (`zoo.recipes.multiprocess.run_recipe`)."""
+    return run_recipe(recipe, check_recipe, RUN_FILES, _train_vit)
 
 
 def _train_vit(recipe: ViTRecipe) -> dict:

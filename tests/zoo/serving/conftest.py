@@ -9,13 +9,34 @@ from zoo.models.translator.model import Translator
 from zoo.serving.export import export_model
 
 
+def tiny_translator(tokenizer, seed: int) -> Translator:
+    """The serving tests' translator: transformer-tiny at width 32, 32 source and 24 target
+    tokens, its weights drawn from `seed`."""
+    keras.utils.set_random_seed(seed)
+    model = Translator.from_architecture("transformer-tiny", tokenizer, hidden_dim=32,
+                                         intermediate_dim=64, num_heads=4,
+                                         max_source_length=32, max_target_length=24)
+    model.ensure_built()
+    return model
+
+
+def tiny_vit(seed: int):
+    """The serving tests' ViT: 32-pixel images in 8-pixel patches, four named classes, its
+    weights (the head's too) drawn from `seed`."""
+    from zoo.models.vit.model import VisionTransformer
+
+    keras.utils.set_random_seed(seed)
+    model = VisionTransformer(image_size=32, patch_size=8, num_classes=4, hidden_dim=32,
+                              num_layers=1, num_heads=2, intermediate_dim=64,
+                              class_names=["ant", "bee", "cat", "dog"],
+                              head_initializer="glorot_uniform")
+    model(np.zeros((1, 32, 32, 3), "uint8"))
+    return model
+
+
 @pytest.fixture(scope="session")
 def exported_translator(small_tokenizer, tmp_path_factory):
-    keras.utils.set_random_seed(3)
-    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
-                                   intermediate_dim=64, num_heads=4, max_source_length=32,
-                                   max_target_length=24)
-    model.ensure_built()
+    model = tiny_translator(small_tokenizer, seed=3)
     folder = tmp_path_factory.mktemp("translator")
     model.save(folder / "model.keras")
     repository = tmp_path_factory.mktemp("repository")
@@ -26,14 +47,7 @@ def exported_translator(small_tokenizer, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def exported_vit(tmp_path_factory):
-    from zoo.models.vit.model import VisionTransformer
-
-    keras.utils.set_random_seed(5)
-    model = VisionTransformer(image_size=32, patch_size=8, num_classes=4, hidden_dim=32,
-                              num_layers=1, num_heads=2, intermediate_dim=64,
-                              class_names=["ant", "bee", "cat", "dog"],
-                              head_initializer="glorot_uniform")
-    model(np.zeros((1, 32, 32, 3), "uint8"))
+    model = tiny_vit(seed=5)
     folder = tmp_path_factory.mktemp("vit")
     model.save(folder / "model.keras")
     repository = tmp_path_factory.mktemp("vit_repository")

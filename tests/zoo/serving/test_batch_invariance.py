@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from tests.zoo.conftest import read_gz, run_like_a_server
+from tests.zoo.serving.conftest import tiny_translator, tiny_vit
 from zoo.models.quantization import quantize_model
-from zoo.models.translator.model import Translator
 from zoo.serving.export import export_model
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
@@ -160,11 +160,7 @@ def translator_exports(exported_translator, small_tokenizer, tmp_path_factory) -
     exports = {("float32", 3): (model, float_beam),
                ("float32", 1): (model, export_model(model, repository, beam_size=1,
                                                     name="mt-float-greedy"))}
-    keras.utils.set_random_seed(3)
-    int8 = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=32,
-                                        intermediate_dim=64, num_heads=4,
-                                        max_source_length=32, max_target_length=24)
-    int8.ensure_built()
+    int8 = tiny_translator(small_tokenizer, seed=3)
     quantize_model(int8)
     for beam in (3, 1):
         exports["int8", beam] = (int8, export_model(int8, repository, beam_size=beam,
@@ -200,14 +196,7 @@ def _png_images(count: int, size: int) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def int8_vit_version(tmp_path_factory):
-    from zoo.models.vit.model import VisionTransformer
-
-    keras.utils.set_random_seed(6)
-    model = VisionTransformer(image_size=32, patch_size=8, num_classes=4, hidden_dim=32,
-                              num_layers=1, num_heads=2, intermediate_dim=64,
-                              class_names=["ant", "bee", "cat", "dog"],
-                              head_initializer="glorot_uniform")
-    model(np.zeros((1, 32, 32, 3), "uint8"))
+    model = tiny_vit(seed=6)
     quantize_model(model)
     return export_model(model, tmp_path_factory.mktemp("vit_int8"), top_k=3,
                         name="vit-int8")
