@@ -8,7 +8,8 @@ as the searches run) and is reported in ms per step, best of `--rounds`:
 - the decoder step (`Translator.decode_step`, its logits consumed) of the bench's 3+3-layer
   Transformer (d 256, 8 heads, FFN 1024, vocabulary 8,000), `--rows` rows (32 sentences x
   beam 4) and 33 cache positions; and the same with a vocabulary of 800 and with an FFN of
-  256, whose differences are the output projection's and the FFNs' share;
+  256, whose differences are the output projection's and the FFNs' share; with 1 and 65
+  cache positions (the self-attention over the cache); with one decoder layer of three;
 - the beam's reorder of the self-attention cache (a gather of every buffer's rows), one per
   loop iteration and two (as `zoo.generation.beam`'s beam search runs them: XLA then need not copy
   the gathered cache back into the loop's buffer);
@@ -48,8 +49,10 @@ def ms_per_step(fn: Callable[[], Any], seconds: float, rounds: int) -> float:
     return 1000 * best / STEPS
 
 
-def decoder_step(rows: int, seconds: float, rounds: int, **changes: int) -> float:
-    """ms per `decode_step` at `rows` rows, the bench's shape with `changes`."""
+def decoder_step(rows: int, seconds: float, rounds: int, cache_length: int = CACHE_LENGTH,
+                 **changes: int) -> float:
+    """ms per `decode_step` at `rows` rows and `cache_length` cache positions, the bench's
+    shape with `changes`."""
     keras.utils.set_random_seed(0)
     model = Translator(dropout=0.0, **{**MT, **changes})
     model.ensure_built()
@@ -57,7 +60,7 @@ def decoder_step(rows: int, seconds: float, rounds: int, **changes: int) -> floa
 
     def steps(source_ids: Any) -> Any:
         memory, mask = model.encode(source_ids)
-        self_cache, cross_cache = model.initial_cache(memory, CACHE_LENGTH)
+        self_cache, cross_cache = model.initial_cache(memory, cache_length)
         tokens = ops.full((rows, 1), 5, "int32")
 
         def body(i: Any, state: tuple) -> tuple:
@@ -114,6 +117,9 @@ def main() -> None:
         "decoder step": decoder_step(rows, *timing),
         "decoder step, vocabulary 800": decoder_step(rows, *timing, vocabulary_size=800),
         "decoder step, FFN 256": decoder_step(rows, *timing, intermediate_dim=256),
+        "decoder step, 1 cache position": decoder_step(rows, *timing, cache_length=1),
+        "decoder step, 65 cache positions": decoder_step(rows, *timing, cache_length=65),
+        "decoder step, 1 decoder layer": decoder_step(rows, *timing, num_decoder_layers=1),
         "cache reorder": looped(reorder, buffers, *timing),
         "cache reorder, two per iteration": looped(reorder, buffers, *timing, per_iteration=2),
         "keras.ops.top_k": looped(top_k_part(lambda x, k: ops.top_k(x, k=k)), logits, *timing),
