@@ -1,0 +1,88 @@
+"""The three parts of every model family: a backbone, a task and a preprocessor.
+
+As keras-hub's `models/<family>/`:
+
+    raw inputs --Preprocessor--> backbone inputs --Backbone--> features --Task's head--> outputs
+
+- A `Backbone` maps its inputs (token ids, pixels) to features, with no head and no
+  preprocessing. A network exists once and is shared: the ViT backbone is the image
+  classifier's network, CLIP's image tower and the captioner's encoder; the GPT-2 decoder is the
+  causal language model's network and the captioner's text half.
+- A `Preprocessor` turns raw inputs (strings, image bytes, 0..255 pixel arrays) into a
+  backbone's inputs with TensorFlow ops, so that one object serves the task's methods, `fit` on
+  raw inputs and the exported graph.
+- A `Task` holds a backbone (and a preprocessor where it has one), adds the head, and carries
+  the user-facing methods (`translate`, `classify`, `generate`, `zero_shot`, `caption`).
+
+Each family's sub-package under `zoo/models/` defines its own three classes on these bases and
+registers its architectures (`zoo.models.architectures`) beside them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from zoo.models.architectures import architecture_config, architectures, load_preset
+
+
+class Backbone(keras.Model):
+    """A network that maps its inputs to features: no head, no preprocessing.
+
+    A subclass stores every constructor argument as a public attribute and returns exactly
+    those from `get_config`, so that `cls(**backbone.get_config())` rebuilds it; a task that
+    holds the backbone saves it as a nested object of its own config.
+    """
+
+    @classmethod
+    def from_architecture(cls, name: str, **overrides: Any) -> "Backbone":
+        """A freshly initialised (untrained) backbone of a registered architecture of `cls`.
+
+        Args:
+            name: an architecture registered for `cls` (`zoo models` lists them).
+            **overrides: constructor arguments that replace the architecture's.
+        """
+        return cls(**architecture_config(cls, name, overrides))
+
+    @classmethod
+    def architectures(cls) -> list[str]:
+        """The names `from_architecture` accepts."""
+        return list(architectures(cls.__name__))
+
+
+class Preprocessor(keras.layers.Layer):
+    """Raw inputs to a backbone's inputs, with TensorFlow ops (`tf.data`, exported graphs).
+
+    A subclass holds its tokenizer or image converter and returns exactly its constructor's
+    arguments from `get_config`; it runs eagerly, inside `tf.data.Dataset.map` and inside a
+    `tf.function` that an export writes.
+    """
+
+
+class Task(keras.Model):
+    """A backbone with a head and the user-facing methods of one kind of model.
+
+    Attributes:
+        backbone: the `Backbone` the task computes its features with.
+        preprocessor: the `Preprocessor` its methods, `fit` on raw inputs and its exports use
+            (None for a task that takes the backbone's inputs only).
+    """
+
+    backbone: Backbone
+    preprocessor: Preprocessor | None = None
+
+    @classmethod
+    def from_preset(cls, name: str, **kwargs: Any) -> "Task":
+        """A trained model: a shipped name, a model file or folder, a URL or a hub handle.
+
+        As in keras-hub, a preset means trained weights; an untrained shape is built by
+        `from_architecture`. `kwargs` are what the task's loader takes (a classifier's
+        `num_classes` and `class_names`).
+        """
+        return load_preset(cls, name, **kwargs)
+
+    @classmethod
+    def architectures(cls) -> list[str]:
+        """The names `from_architecture` accepts."""
+        return list(architectures(cls.__name__))
