@@ -33,6 +33,7 @@ import keras
 
 from zoo.training.errors import UserError
 from zoo.training.files.file_store import write_atomically
+from zoo.training.files.new_folders import folder_for
 from zoo.training.files.run_lock import run_folder_lock
 from .checkpointing import (
     ResumableCheckpoint,
@@ -63,8 +64,8 @@ def hold_run_folder(output: str | os.PathLike, run_files: Iterable[str],
     if not is_chief():
         yield out
         return
-    out.mkdir(parents=True, exist_ok=True)
-    with run_folder_lock(out):
+    # A run that fails before writing anything (its data does not decode) leaves no folder.
+    with folder_for(out), run_folder_lock(out):
         yield out
 
 

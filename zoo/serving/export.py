@@ -54,6 +54,7 @@ from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 from zoo.training.files.disk_faults import naming
 from zoo.training.files.file_store import refuse_link
+from zoo.training.files.new_folders import folder_for
 from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
@@ -210,19 +211,21 @@ def _write_version(model: keras.Model, target: Path, name: str, force: bool, bea
                    alpha: float, top_k: int) -> None:
     """Traces, writes and checks the export in a temporary folder, then puts it in place."""
     archive, warmup = _archive(model, beam_size, alpha, top_k)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(target.parent)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
-    try:
-        with naming(target, temporary):  # a full disk names the version, not a temporary file
-            archive.write_out(str(temporary), verbose=False)
-            needs_xla = xla_only_op_types(temporary)
-            if needs_xla:  # a bug of ours: the model server would fail on these
-                raise RuntimeError(f"the export holds ops that run only through XLA, which "
-                                   f"TF Serving runs without: {sorted(needs_xla)}")
-            write_warmup_requests(temporary, name, warmup)
-            (temporary / "assets.extra" / "zoo_version.txt").write_text(zoo_version() + "\n")
-            _put_in_place(temporary, target, force)
-    finally:
-        if temporary.exists():
-            shutil.rmtree(temporary)
+    # A failure leaves no folder behind that this export made (DIR, DIR/<name>).
+    with folder_for(target.parent):
+        remove_stale_temporaries(target.parent)
+        try:
+            with naming(target, temporary):  # a full disk names the version, not a temporary
+                archive.write_out(str(temporary), verbose=False)
+                needs_xla = xla_only_op_types(temporary)
+                if needs_xla:  # a bug of ours: the model server would fail on these
+                    raise RuntimeError(f"the export holds ops that run only through XLA, "
+                                       f"which TF Serving runs without: {sorted(needs_xla)}")
+                write_warmup_requests(temporary, name, warmup)
+                (temporary / "assets.extra" / "zoo_version.txt").write_text(
+                    zoo_version() + "\n")
+                _put_in_place(temporary, target, force)
+        finally:
+            if temporary.exists():
+                shutil.rmtree(temporary)
