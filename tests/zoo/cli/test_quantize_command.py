@@ -30,12 +30,12 @@ def test_quantize_writes_an_int8_file_that_loads(float_vit, tmp_path, capsys):
     out = tmp_path / "int8.keras"
     assert main(["quantize", str(float_vit), "--output", str(out)]) == 0
     captured = capsys.readouterr()
-    # What it does, said first (it takes ~20 s), whether int8 pays here, then the file written
-    # (all on stdout: a successful command writes nothing on stderr).
-    said, note, written = captured.out.splitlines()
+    # What it does, said first (it takes ~20 s), and whether int8 pays here, on stderr; the
+    # file written is stdout's one line (its result, for a script to read).
+    said, note = captured.err.splitlines()
     assert said.startswith(f"zoo: quantizing {float_vit}: loading it, storing its Dense, "
                            "EinsumDense and embedding weights as int8")
-    assert written == str(out) and captured.err == ""
+    assert captured.out == f"{out}\n"
     assert note.startswith("int8 buys size, not speed, on this CPU (") and "XLA" in note
     assert all(flag in note for flag in cpu_features())
     pixels = np.random.default_rng(0).integers(0, 256, (2, 16, 16, 3)).astype("uint8")
@@ -68,8 +68,9 @@ def test_quantizing_an_int8_model_again_is_one_line(float_vit, tmp_path, capsys)
     assert main(["quantize", str(float_vit), "--output", str(out)]) == 0
     capsys.readouterr()
     assert main(["quantize", str(out), "--output", str(tmp_path / "again.keras")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "already quantized (int8)" in err
+    said, error = capsys.readouterr().err.splitlines()  # what it set out to do, then why not
+    assert said.startswith("zoo: quantizing ") and error.startswith("zoo: error: ")
+    assert "already quantized (int8)" in error
 
 
 def test_a_missing_model_is_one_line(tmp_path, capsys):

@@ -74,9 +74,10 @@ def _job(data, output, epochs):
 
 
 def _finish(process, timeout=600):
+    """Waits for a run; returns its stderr (progress and notes; stdout holds the metrics)."""
     stdout, stderr = process.communicate(timeout=timeout)
     assert process.returncode == 0, stderr[-3000:]
-    return stdout
+    return stderr
 
 
 def _weights(path):
@@ -130,8 +131,8 @@ def test_a_killed_process_ends_the_job_in_one_line_and_the_job_resumes(image_fol
     # Started again, both processes restore the same last checkpoint and train on.
     last = int(kept[-1].split("-")[1])
     outputs = [_finish(p) for p in _job(image_folder, out, epochs=last + 1)]
-    for stdout in outputs:
-        assert f"resuming from the checkpoint of epoch {last} " in stdout
+    for stderr in outputs:
+        assert f"resuming from the checkpoint of epoch {last} " in stderr
     assert (out / "model.keras").exists()
     assert _complete_checkpoints(out / "checkpoints")[-1] == f"epoch-{last + 1:04d}"
 
