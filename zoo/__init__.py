@@ -12,6 +12,8 @@ The model classes are `zoo.Translator`, `zoo.VisionTransformer` and `zoo.Sentenc
 `import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
 so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
 A mistake in what the user gave raises `zoo.UserError` (a ValueError; see training/errors.py).
+TensorFlow's start-up logs (CUDA and CPU-feature notices) are kept off stderr as the `zoo`
+command keeps them; `zoo.verbose()`, or `ZOO_LOG=debug` in the environment, shows them.
 """
 
 from __future__ import annotations
@@ -45,7 +47,22 @@ _LAZY = {
 }
 
 __all__ = ["MarianTokenizer", "SentenceEncoder", "SubwordTokenizer", "Translator", "UserError",
-           "VisionTransformer", "export", "list_models", "load", "load_weights", "quantize"]
+           "VisionTransformer", "export", "list_models", "load", "load_weights", "quantize",
+           "verbose"]
+# Functions whose modules load no Keras or TensorFlow until they run: they start it quietly
+# when called. Every other name but `UserError` and `list_models` loads it as it is imported.
+_CALLED = ("export", "load", "load_weights", "quantize")
+_settings = {"verbose": False}
+
+
+def verbose(on: bool = True) -> None:
+    """Shows TensorFlow's start-up logs (as `ZOO_LOG=debug` does), which `zoo` otherwise keeps
+    off stderr while it loads TensorFlow; call it before the first `zoo.load` or model class.
+
+    Args:
+        on: False hides them again (for a TensorFlow not loaded yet).
+    """
+    _settings["verbose"] = bool(on)
 
 if TYPE_CHECKING:
     from zoo.training.errors import UserError  # noqa: F401
@@ -68,7 +85,11 @@ def __getattr__(name: str) -> Any:
         return globals()[name]
     if name in _LAZY:
         module, attribute = _LAZY[name]
+        if name not in _CALLED + ("UserError", "list_models"):
+            _start_tensorflow()
         value = getattr(importlib.import_module(module), attribute)
+        if name in _CALLED:
+            value = _starting_tensorflow(value)
         globals()[name] = value
         return value
     if not name.startswith("_"):
@@ -78,6 +99,26 @@ def __getattr__(name: str) -> Any:
             if error.name != f"{__name__}.{name}":
                 raise  # the submodule exists but needs a package that is missing
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _start_tensorflow() -> None:
+    """TensorFlow's import and device set-up with its start-up logs kept off stderr, unless
+    `zoo.verbose()` (zoo/cli/quiet.py's `start_tensorflow_quietly`)."""
+    from zoo.cli.quiet import start_tensorflow_quietly
+
+    start_tensorflow_quietly(_settings["verbose"])
+
+
+def _starting_tensorflow(function: Any) -> Any:
+    """`function`, starting TensorFlow quietly (`_start_tensorflow`) when first called."""
+    import functools
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        _start_tensorflow()
+        return function(*args, **kwargs)
+
+    return call
 
 
 def __dir__() -> list[str]:

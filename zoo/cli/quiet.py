@@ -12,6 +12,11 @@ reach the user, in order, even when the process aborts.
         import tensorflow  # the start-up notices go nowhere; anything else comes through
 
 `--verbose` on the command line or `ZOO_LOG=debug` in the environment turns the filter off.
+
+The library starts TensorFlow the same way (`start_tensorflow_quietly`, called by `zoo`'s
+lazily imported names such as `zoo.load`): its import and device set-up run behind the filter,
+and nothing else is filtered, so a program's own logging is untouched; `zoo.verbose()` or
+`ZOO_LOG=debug` shows the start-up logs.
 """
 
 from __future__ import annotations
@@ -145,6 +150,28 @@ def filter_until_exit() -> None:
     whose C++ notices ("Error occurred when finalizing GeneratorDataset iterator") come after
     the block, below the one line the command printed."""
     _state["until_exit"] = True
+
+
+def start_tensorflow_quietly(verbose: bool = False) -> None:
+    """Imports TensorFlow and sets up its devices behind `filtered_stderr`, where that is what
+    the next step would do anyway: TensorFlow is the Keras backend (`KERAS_BACKEND` unset or
+    `tensorflow`), is installed, and neither it nor Keras is loaded yet. Otherwise, and with
+    `verbose` or `ZOO_LOG=debug`, nothing happens (TensorFlow then says what it says)."""
+    import importlib.util
+
+    if verbose or verbose_requested() or "tensorflow" in sys.modules or "keras" in sys.modules:
+        return
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        return
+    try:
+        if importlib.util.find_spec("tensorflow") is None:
+            return
+    except (ImportError, ValueError):
+        return
+    with filtered_stderr():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # CUDA's set-up: "failed call to cuInit" on a CPU
 
 
 def _flush_stderr() -> None:
