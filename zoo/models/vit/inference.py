@@ -18,6 +18,14 @@ from zoo.models.vit.attention_rollout import attention_rollout as rollout_attent
 from zoo.models.vit.image_batch import as_image_batch
 
 
+class Probability(float):
+    """A probability that `classify` returns: a float with its full value, shown with four
+    decimals as `zoo classify` prints it (`[('cat', 0.2775), ...]`, not sixteen digits)."""
+
+    def __repr__(self) -> str:
+        return f"{float(self):.4f}"
+
+
 class VisionTransformerInference:
     """`VisionTransformer`'s methods that take images and return NumPy results."""
 
@@ -33,7 +41,8 @@ class VisionTransformerInference:
 
         Returns:
             One list per image (a single image gives a list of one list) of
-            `(class_name, probability)` pairs.
+            `(class_name, probability)` pairs; each probability is a float (`Probability`,
+            shown with four decimals).
 
         Raises:
             ValueError: for images of the wrong rank, channel count or dtype, or a `top_k`
@@ -53,7 +62,7 @@ class VisionTransformerInference:
         probabilities /= probabilities.sum(axis=-1, keepdims=True)
         best = np.argsort(-probabilities, axis=-1, kind="stable")[:, :top_k]
         names = self.class_names or [f"class_{i}" for i in range(self.num_classes)]
-        return [[(names[i], float(row[i])) for i in order]
+        return [[(names[i], Probability(row[i])) for i in order]
                 for row, order in zip(probabilities, best)]
 
     def attention_maps(self, images: Any, batch_size: int = 32) -> list[np.ndarray]:
