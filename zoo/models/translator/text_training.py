@@ -19,6 +19,7 @@ import keras
 
 from zoo.training.errors import UserError
 from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
+from zoo.training.step_retracing import keras_steps_unflagged
 from zoo.training.text_batches import TeacherForcingBatches, filter_by_length
 from zoo.training.text_data import read_lines
 
@@ -165,7 +166,9 @@ class TextTraining:
                 *validation_data, batch_size=DEFAULT_BATCH_SIZE, shuffle=False))
         if not self.compiled:
             self.compile(**self.default_compile_arguments())
-        return super().fit(x, y, batch_size=batch_size, epochs=epochs,  # type: ignore[misc]
-                           validation_data=validation_data, shuffle=shuffle, **kwargs)
+        with keras_steps_unflagged():  # a second model's step is no retracing
+            return super().fit(x, y, batch_size=batch_size,  # type: ignore[misc]
+                               epochs=epochs, validation_data=validation_data,
+                               shuffle=shuffle, **kwargs)
 
 

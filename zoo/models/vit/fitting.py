@@ -15,6 +15,7 @@ from typing import Any
 import keras
 
 from zoo.training.optimizers import adamw_no_decay_on_norms
+from zoo.training.step_retracing import keras_steps_unflagged
 
 # The fine-tuning rate of `zoo finetune vit` (zoo.recipes.settings.ViTFinetuneRecipe).
 FINE_TUNING_RATE = 1e-4
@@ -58,9 +59,11 @@ class VisionTransformerFitting:
             model.fit(images, labels, epochs=1)
         """
         self._compile_if_needed()
-        return super().fit(*args, **kwargs)  # type: ignore[misc]
+        with keras_steps_unflagged():  # a second model's step is no retracing
+            return super().fit(*args, **kwargs)  # type: ignore[misc]
 
     def evaluate(self, *args: Any, **kwargs: Any) -> Any:
         """`keras.Model.evaluate`, compiling first as `fit` does."""
         self._compile_if_needed()
-        return super().evaluate(*args, **kwargs)  # type: ignore[misc]
+        with keras_steps_unflagged():
+            return super().evaluate(*args, **kwargs)  # type: ignore[misc]
