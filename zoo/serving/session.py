@@ -2,9 +2,9 @@
 
 The model server loads a SavedModel into a TF1 session (not through `tf.saved_model.load`),
 replays its warm-up records, and runs each request by the signature's tensor names, with XLA's
-CPU JIT off unless started with an experimental flag. `ServedModel` does the same, so that an
-export can be tried, and timed (`zoo bench --work mt-served`), as it will be served, without
-a server.
+CPU JIT off unless started with an experimental flag. `ServedModel` does the same, XLA off while
+it runs, so that an export can be tried, and timed (`zoo bench --work mt-served`), as it will
+be served, without a server: a graph that needs XLA fails here as it would there.
 """
 
 from __future__ import annotations
@@ -31,21 +31,28 @@ def set_xla_compilation(enabled: bool) -> None:
 
 
 class ServedModel:
-    """A SavedModel loaded into a TF1 session, its warm-up records replayed.
+    """A SavedModel loaded into a TF1 session, its warm-up records replayed, run with XLA
+    compilation off as the model server runs it.
+
+    XLA's switch is the process's: it is off while the warm-up and each call run, and on again
+    (TensorFlow's default) after them, so the rest of the program is left as it was.
 
     Args:
         export_dir: a version folder that `zoo export` wrote (or any SavedModel).
         replay_warmup: run the requests of `assets.extra/tf_serving_warmup_requests`, as
             the server does with `--enable_model_warmup`, before the first call.
+        xla: leave XLA compilation on (a server started with its experimental XLA flag).
 
     Example: `ServedModel("serving/translator/1")(sentences=["A dog runs."])["translations"]`.
     """
 
-    def __init__(self, export_dir: str | os.PathLike, replay_warmup: bool = True) -> None:
+    def __init__(self, export_dir: str | os.PathLike, replay_warmup: bool = True,
+                 xla: bool = False) -> None:
         import tensorflow as tf
         import tensorflow_text  # noqa: F401 (registers the ops a translator's graph holds)
 
         self.export_dir = Path(export_dir)
+        self.xla = xla
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph)
         meta_graph = tf.compat.v1.saved_model.loader.load(
@@ -64,7 +71,13 @@ class ServedModel:
             if isinstance(value, (list, tuple)) and value and isinstance(value[0], str):
                 value = np.array([v.encode() for v in value], dtype=object)
             feeds[definition.inputs[key].name] = value
-        return self.session.run(fetches, feeds)
+        if self.xla:
+            return self.session.run(fetches, feeds)
+        set_xla_compilation(False)
+        try:
+            return self.session.run(fetches, feeds)
+        finally:
+            set_xla_compilation(True)
 
     def _replay_warmup(self) -> int:
         import tensorflow as tf
