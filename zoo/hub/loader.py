@@ -288,18 +288,18 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
     from zoo.models.vit.model import VisionTransformer
 
     settle_loaded_policies(model)  # an int8 model's layers, each with its own policy
+    model.preset_name = source_name(name_or_path)  # what `zoo.export(model)` names it
     if isinstance(model, VisionTransformer):
         # Keras' own `model.export` takes only a model that was called once (it reads the
         # input signature of that call): a symbolic call costs nothing.
         model(keras.Input(tuple(model.image_shape)))
         if (num_classes not in (None, model.num_classes) or class_names is not None
                 and list(class_names) != list(model.class_names or [])):
-            model = model.with_new_head(num_classes, class_names)
+            model = model.with_new_head(num_classes, class_names)  # "<name>-<n>-classes"
             model(keras.Input(tuple(model.image_shape)))
     elif num_classes is not None or class_names is not None:
         raise UserError(f"num_classes and class_names are a ViT's; {name_or_path!r} is a "
                         f"{type(model).__name__}")
-    model.preset_name = source_name(name_or_path)  # what `zoo.export(model)` names it
     return model
 
 

@@ -71,3 +71,20 @@ def test_export_names_the_folder_after_the_model(tmp_path, how, expected):
     with pytest.raises(FileExistsError, match=f"{expected}/1 exists"):
         zoo.export(model, tmp_path / "repository",
                    **({"name": "served-as"} if how == "named" else {}))
+
+
+@pytest.mark.parametrize("how", ["loaded", "re-headed"])
+def test_a_re_headed_model_exports_under_its_own_name(tmp_path, how):
+    """`zoo.load(NAME, class_names=...)` or `.with_new_head(...)` is another classifier than
+    NAME: its export does not land beside NAME's versions (serving/NAME/2)."""
+    pytest.importorskip("tensorflow")
+    (tmp_path / "my-classifier").mkdir()
+    _vit(2).save(tmp_path / "my-classifier" / "model.keras")
+    if how == "loaded":
+        model = zoo.load(str(tmp_path / "my-classifier"), class_names=["a", "b", "c"])
+    else:
+        model = zoo.load(str(tmp_path / "my-classifier")).with_new_head(3)
+    taken = tmp_path / "repository" / "my-classifier-3-classes" / "1"
+    taken.mkdir(parents=True)  # an export that would land there stops before any tracing
+    with pytest.raises(FileExistsError, match="my-classifier-3-classes/1 exists"):
+        zoo.export(model, tmp_path / "repository")

@@ -115,7 +115,9 @@ class VisionTransformerSurgery:
             class_names: their names; "class_<i>" when None.
 
         Returns:
-            A new `VisionTransformer` (it compiles itself on its first `fit`).
+            A new `VisionTransformer` (it compiles itself on its first `fit`); a model
+            known by a name (`zoo.load("vit-cifar10")`) gives one that `zoo.export` names
+            "vit-cifar10-3-classes", not after its source.
 
         Raises:
             UserError: neither argument, `num_classes` not a positive int, or names that do
@@ -133,6 +135,8 @@ class VisionTransformerSurgery:
         config.pop("name", None)
         new = type(self).from_config(config)
         copy_weights_outside(self, new, [self.head], [new.head])
+        if getattr(self, "preset_name", None):  # exported as what it is, not as its source
+            new.preset_name = f"{self.preset_name}-{num_classes}-classes"
         return new
 
     def reset_classifier(self, num_classes: int | None = None,
