@@ -98,6 +98,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from zoo.cli.line_reader import always_ready, argument_lines, batches, stdin_lines
     from zoo.models.translator.model import Translator
 
+    from zoo.cli.parser import TRANSLATE_BEAM_SIZE
+
+    if args.beam_size is None:
+        args.beam_size = TRANSLATE_BEAM_SIZE
     model = zoo.load(args.model, expect=Translator)
     # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
     check_search_settings(args.beam_size, args.max_length, model.max_target_length)

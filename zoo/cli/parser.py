@@ -45,6 +45,8 @@ DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, e
                "quantize models.")
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
+# `zoo translate`'s beam (an export's is fixed in its graph: `zoo export --beam-size`).
+TRANSLATE_BEAM_SIZE = 4
 # A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
 POSITIVE = checked_type(int, POSITIVE_INT)
 MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
@@ -112,7 +114,9 @@ def _add_translate(sub: Any) -> None:
     p.add_argument("text", nargs="*", metavar="TEXT",
                    help="sentences to translate; none: one per line from stdin")
     p.add_argument("--model", default=DEFAULT_TRANSLATOR, help=f"translator: {MODEL_HELP}")
-    p.add_argument("--beam-size", type=POSITIVE, default=4, help="beam width (1: greedy)")
+    p.add_argument("--beam-size", type=POSITIVE, default=None,
+                   help=f"beam width (1: greedy; default: {TRANSLATE_BEAM_SIZE}; with "
+                        "--pipeline the export's, set by zoo export --beam-size)")
     p.add_argument("--max-length", type=int, default=None,
                    help="longest translation in tokens (default: the model's)")
     p.add_argument("--attention", metavar="FILE.png",

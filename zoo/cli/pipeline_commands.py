@@ -8,9 +8,12 @@ export on Apache Beam (zoo/pipelines/corpus.py), on the DirectRunner or the runn
     zoo classify --pipeline photos/ --output labels.tsv --model exports/vit-cifar10/1 \\
         --pipeline-options "--runner=FlinkRunner --flink_master=host:8081"
 
-A successful run prints nothing (Beam's logging is kept to errors, in the workers too, unless
-`--verbose`); when some elements failed, one line names how many and the errors file, and the
-command ends with status 1, as `zoo translate` does for lines that are not UTF-8.
+A run prints the file it wrote (`--output`) on stdout, as `zoo export` prints its folder
+(Beam's logging is kept to errors, in the workers too, unless `--verbose`); when some elements
+failed, one line on stderr names how many and the errors file, and the command ends with
+status 1, as `zoo translate` does for lines that are not UTF-8. The search of an export is
+fixed in its graph: `--beam-size` and `--max-length` are refused beside `--pipeline` (give them
+to `zoo export`).
 """
 
 from __future__ import annotations
@@ -66,9 +69,16 @@ def _check_flags(args: argparse.Namespace, what: str) -> None:
                         "beside it")
     if args.attention:
         raise UserError("--attention draws one input; it does not run with --pipeline")
+    for flag in ("beam_size", "max_length"):
+        if getattr(args, flag, None) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise UserError(f"{name} does not apply with --pipeline: the export's search is "
+                            f"fixed in its graph (zoo export --beam-size N); got {name} "
+                            f"{getattr(args, flag)}")
 
 
 def _finish(report: object, kind: str) -> int:
+    print(report.output)  # what the run wrote (the rest of the elements, where some failed)
     if report.failed:
         print(f"zoo: error: {report.failed} of {report.elements} {kind} failed; their keys "
               f"and reasons are in {report.errors}", file=sys.stderr)
