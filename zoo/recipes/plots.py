@@ -83,7 +83,9 @@ def plot_attention_overlay(image: np.ndarray, heat: np.ndarray, path: str | os.P
         ax.imshow(image, interpolation="nearest")
         ax.axis("off")
     h, w = image.shape[:2]
-    shown = axes[1].imshow(heat, cmap="jet", alpha=0.5, extent=(0, w, h, 0),
+    # The image's own extent (pixel centres on integers): a map laid at (0, w, h, 0) stood
+    # half a pixel off it, a pale band along the right and bottom edges.
+    shown = axes[1].imshow(heat, cmap="jet", alpha=0.5, extent=(-0.5, w - 0.5, h - 0.5, -0.5),
                            interpolation="bilinear", vmin=0.0)
     fig.colorbar(shown, ax=axes[1], label="share of attention")
     axes[0].set_title("image", fontsize=9)
@@ -95,17 +97,24 @@ def plot_attention_overlay(image: np.ndarray, heat: np.ndarray, path: str | os.P
 
 
 def plot_confusion_matrix(matrix: np.ndarray, class_names: Sequence[str],
-                          path: str | os.PathLike) -> None:
-    """Counts of (true class, predicted class), rows the truth."""
+                          path: str | os.PathLike, title: str | None = None) -> Any:
+    """Counts of (true class, predicted class), rows the truth, under `title` (by default
+    "confusion matrix, N images, top-1 A"). Returns the figure."""
     matrix = np.asarray(matrix)
+    if title is None:
+        total = int(matrix.sum())
+        accuracy = np.trace(matrix) / total if total else 0.0
+        title = f"confusion matrix, {total:,} images, top-1 {accuracy:.4f}"
     fig = _figure(0.6 * len(class_names) + 2, 0.6 * len(class_names) + 1.5)
     ax = fig.subplots()
+    ax.set_title(title, fontsize=9)
     ax.imshow(matrix, cmap="Blues")
     for (i, j), count in np.ndenumerate(matrix):
         ax.text(j, i, int(count), ha="center", va="center", fontsize=7,
                 color="white" if count > matrix.max() / 2 else "black")
     _label_grid(ax, class_names, class_names, "predicted", "true")
     _save(fig, path)
+    return fig
 
 
 def plot_learning_curves(curves: Mapping[str, Sequence[float] | Mapping[int, float]],

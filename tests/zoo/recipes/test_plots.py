@@ -191,3 +191,29 @@ def test_zoo_classify_draws_the_last_layer_class_token_map_for_a_hybrid(tmp_path
     last = model.attention_maps(np.zeros((2, 16, 16, 3), "uint8"))[-1].mean(axis=1)[:, 0, 1:]
     np.testing.assert_allclose(heat.reshape(2, -1), last / last.sum(1, keepdims=True),
                                rtol=1e-5)
+
+
+def test_the_attention_map_lies_exactly_over_the_image(tmp_path):
+    """An even map over a grey image is one colour up to every edge: no pale band where the
+    map stood half a pixel past the image."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    image = np.full((32, 32, 3), 128, "uint8")
+    fig = plots.plot_attention_overlay(image, np.full((8, 8), 1 / 64, "float32"),
+                                       tmp_path / "map.png")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
+    x0, y0, x1, y1 = (round(v) for v in fig.axes[1].get_window_extent().extents)
+    height = pixels.shape[0]
+    panel = pixels[height - y1 + 1:height - y0 - 1, x0 + 1:x1 - 1]
+    inner = panel[panel.shape[0] // 2, panel.shape[1] // 2]
+    for edge in (panel[:2], panel[-2:], panel[:, :2], panel[:, -2:]):
+        assert (np.abs(edge - inner) <= 2).all(), (edge.reshape(-1, 3)[:3], inner)
+
+
+def test_the_confusion_matrix_has_a_title(tmp_path):
+    fig = plots.plot_confusion_matrix(np.array([[3, 1], [0, 4]]), ["cat", "dog"],
+                                      tmp_path / "confusion.png")
+    assert fig.axes[0].get_title() == "confusion matrix, 8 images, top-1 0.8750"
+    assert (tmp_path / "confusion.png").stat().st_size > 0
