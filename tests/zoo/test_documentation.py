@@ -98,3 +98,13 @@ def test_no_comment_or_docstring_carries_a_timing_figure():
              for figure in timing_figures(path)]
     assert not found, ("move these figures to docs/benchmarks.md or docs/performance-log.md "
                        "and point there:\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("card", sorted((ROOT / "saved_models").glob("*/README.md")),
+                         ids=lambda p: p.parent.name)
+def test_every_model_card_says_its_licence_intended_use_and_limitations(card):
+    text = card.read_text()
+    sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL))
+    for title in ("Licence", "Intended use", "Limitations"):
+        assert len(sections.get(title, "").split()) >= 10, f"{card}: no '## {title}' section"
+    assert "Apache-2.0" in sections["Licence"]
