@@ -302,3 +302,7 @@ class ViTFinetuneRecipe(ViTRecipe):
     learning_rate: float = 3e-4
     warmup_epochs: int = 1
     rand_augment: bool = False
+    batch_size: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
+        "help": "examples per training step (default: from the data, 8 to 128 so that an "
+                "epoch takes at least 8 steps: zoo.recipes.data_fit.finetune_batch_size)"})

@@ -171,3 +171,20 @@ def test_zoo_train_vit_refuses_an_output_inside_data_before_tensorflow_loads(sma
     assert stderr.startswith("zoo: error: --output run lies inside --data .: ")
     assert len(stderr.splitlines()) == 1
     assert not (small_folder / "run").exists()
+
+
+@pytest.mark.parametrize("images, batch", [(12, 8), (120, 8), (600, 64), (1_200, 128),
+                                           (50_000, 128)])
+def test_fine_tuning_chooses_its_batch_from_the_data(images, batch):
+    """`zoo finetune vit` without `--batch-size`: an epoch of at least 8 optimizer steps
+    (120 images were one step an epoch with the training recipe's 128 cut to them)."""
+    said = []
+    fitted = fit_to_data(ViTFinetuneRecipe(data="d"), images, say=said.append)
+    training = images - fitted.validation_size
+    assert fitted.batch_size == min(batch, training) and said == []
+    assert -(-training // fitted.batch_size) >= min(8, training // 8 or 1)
+
+
+def test_a_batch_given_for_fine_tuning_is_kept():
+    fitted = fit_to_data(ViTFinetuneRecipe(data="d", batch_size=16), 120, say=lambda _: None)
+    assert fitted.batch_size == 16
