@@ -59,6 +59,8 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 # Lines of stdin translated (and written) together: bounded memory, prompt output.
 TRANSLATE_BATCH = 32
+# `zoo translate`'s beam (an export's is fixed in its graph: `zoo export --beam-size`).
+TRANSLATE_BEAM_SIZE = 4
 
 
 def _write_lines(lines: Sequence[str]) -> None:
@@ -97,8 +99,6 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from zoo.generation.settings import check_search_settings
     from zoo.cli.line_reader import always_ready, argument_lines, batches, stdin_lines
     from zoo.models.translator.model import Translator
-
-    from zoo.cli.parser import TRANSLATE_BEAM_SIZE
 
     if args.beam_size is None:
         args.beam_size = TRANSLATE_BEAM_SIZE

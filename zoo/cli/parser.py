@@ -27,6 +27,7 @@ import argparse
 from typing import Any
 
 from zoo.cli.commands import (
+    TRANSLATE_BEAM_SIZE,
     cmd_classify,
     cmd_convert,
     cmd_evaluate,
@@ -45,8 +46,6 @@ DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, e
                "quantize models.")
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
-# `zoo translate`'s beam (an export's is fixed in its graph: `zoo export --beam-size`).
-TRANSLATE_BEAM_SIZE = 4
 # A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
 POSITIVE = checked_type(int, POSITIVE_INT)
 MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
