@@ -28,6 +28,23 @@ def exact_gelu(x: Any) -> Any:
     return 0.5 * x * (1.0 + ops.erf(x * 0.7071067811865476))
 
 
+@keras.saving.register_keras_serializable(package="zoo")
+def quick_gelu(x: Any) -> Any:
+    """OpenAI CLIP's GELU approximation, `x * sigmoid(1.702 x)`; `activation="quick_gelu"`.
+
+    Example:
+    >>> import numpy as np
+    >>> np.round(np.asarray(quick_gelu(np.array([-1.0, 0.0, 2.0], "float32"))), 3)
+    array([-0.154,  0.   ,  1.936], dtype=float32)
+    """
+    return x * ops.sigmoid(1.702 * x)
+
+
+def get_activation(activation: Any) -> Any:
+    """`keras.activations.get`, which also knows "quick_gelu" (not a Keras activation)."""
+    return quick_gelu if activation == "quick_gelu" else keras.activations.get(activation)
+
+
 def _erf_form(activation: Any) -> Any:
     """`exact_gelu` in place of Keras's exact GELU; any other activation as it is."""
     if activation is keras.activations.gelu:
@@ -41,7 +58,8 @@ class FeedForward(keras.layers.Layer):
 
     Args:
         intermediate_dim: width of the hidden layer (d_ff, 2048 in the paper).
-        activation: "relu" (the paper) or "gelu" (ViT, BERT), or any Keras activation.
+        activation: "relu" (the paper), "gelu" (ViT, BERT), "quick_gelu" (CLIP), or any
+            Keras activation.
         dropout: dropout rate after the activation (ViT's MLP dropout; 0 in the paper).
         kernel_initializer: initializer for both kernels.
         bias_initializer: initializer for both biases.
@@ -66,7 +84,7 @@ class FeedForward(keras.layers.Layer):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.intermediate_dim = positive_int(intermediate_dim, "intermediate_dim")
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.dropout = float(dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)

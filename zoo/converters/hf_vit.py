@@ -151,9 +151,9 @@ def _load_block(block: Any, get: Any, hidden: int, intermediate: int, qkv_bias: 
 
 def _load_stem(model: VisionTransformer, cls_token: np.ndarray, positions: np.ndarray,
                patch_weight: np.ndarray, patch_bias: np.ndarray, names: Sequence[str]) -> None:
-    assign(model.class_token.class_token, cls_token, names[0])
-    assign(model.position_embedding.position_embeddings, positions[0], names[1])
-    projection = model.patch_embedding.projection
+    assign(model.backbone.class_token_layer.class_token, cls_token, names[0])
+    assign(model.backbone.position_embedding.position_embeddings, positions[0], names[1])
+    projection = model.backbone.patch_embedding.projection
     assign(projection.kernel, patch_weight.transpose(2, 3, 1, 0), names[2])
     assign(projection.bias, patch_bias, names[3])
 
@@ -162,7 +162,7 @@ def _load_head(model: VisionTransformer, ckpt: Checkpoint, norm: str, head: str,
                num_classes: int) -> None:
     """Writes the final LayerNorm (`{norm}.weight`, `.bias`) and the classifier (`{head}.*`),
     then refuses any tensor of the checkpoint that no weight took."""
-    set_layer_norm(model.encoder_norm, ckpt.take(f"{norm}.weight", (hidden,)),
+    set_layer_norm(model.backbone.encoder_norm, ckpt.take(f"{norm}.weight", (hidden,)),
                    ckpt.take(f"{norm}.bias", (hidden,)), norm)
     set_linear(model.head, ckpt.take(f"{head}.weight", (num_classes, hidden)),
                ckpt.take(f"{head}.bias", (num_classes,)), head)
@@ -231,10 +231,10 @@ def _hf_encoder(state_dict_or_path: Any, config: Any, prefix: str, *, head: str,
                ckpt.take(names[2], (hidden, channels, patch, patch)),
                ckpt.take(names[3], (hidden,)), names)
     if distilled:
-        assign(model.distillation_token_layer.class_token,
+        assign(model.backbone.distillation_token_layer.class_token,
                ckpt.take(f"{prefix}.embeddings.distillation_token", (1, 1, hidden)),
                f"{prefix}.embeddings.distillation_token")
-    for i, block in enumerate(model.encoder_blocks):
+    for i, block in enumerate(model.backbone.encoder_blocks):
         prefixes = (f"{prefix}.layers.{i}.", f"{prefix}.encoder.layer.{i}.")
 
         def get(role: str, suffix: str, shape: tuple) -> np.ndarray:
@@ -358,7 +358,7 @@ def vit_from_timm(state_dict_or_path: Any, num_heads: int, *,
                ckpt.take(names[3], (hidden,)), names)
     timm_names = {"norm1": "norm1", "output": "attn.proj", "norm2": "norm2",
                   "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
-    for i, block in enumerate(model.encoder_blocks):
+    for i, block in enumerate(model.backbone.encoder_blocks):
         prefix = f"blocks.{i}."
         qkv_weight = ckpt.take(prefix + "attn.qkv.weight", (3 * hidden, hidden))
         qkv_bias = (ckpt.take(prefix + "attn.qkv.bias", (3 * hidden,))
@@ -405,7 +405,7 @@ def deit_from_hf(state_dict_or_path: Any, config: Mapping[str, Any], *,
         state_dict_or_path, config, "deit", head=heads[0],
         classifier="DeiTForImageClassification[WithTeacher]",
         include_rescaling=include_rescaling, overrides=overrides, distillation_head=teacher)
-    set_layer_norm(model.encoder_norm, ckpt.take("deit.layernorm.weight", (hidden,)),
+    set_layer_norm(model.backbone.encoder_norm, ckpt.take("deit.layernorm.weight", (hidden,)),
                    ckpt.take("deit.layernorm.bias", (hidden,)), "deit.layernorm")
     weights = [ckpt.take(f"{head}.weight", (num_classes, hidden)) for head in heads]
     biases = [ckpt.take(f"{head}.bias", (num_classes,)) for head in heads]

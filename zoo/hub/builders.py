@@ -77,7 +77,7 @@ def build_in_normalisation(model: Any, scale: np.ndarray, offset: np.ndarray) ->
     """Makes `model` (built with `include_rescaling=False`) take raw images `x` where the
     checkpoint took `x * scale + offset` per channel, by folding the affine map into the
     patch projection (a convolution without padding, so the fold is exact)."""
-    projection = model.patch_embedding.projection
+    projection = model.backbone.patch_embedding.projection
     kernel = np.asarray(projection.kernel.numpy(), "float64")  # (p, p, channels, hidden)
     bias = np.asarray(projection.bias.numpy(), "float64")
     projection.kernel.assign((kernel * scale[None, None, :, None]).astype("float32"))

@@ -244,6 +244,9 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
     """
     import keras
 
+    from zoo.models.pre_split_files import is_pre_split_file, load_pre_split_weights
+    from zoo.models.task import Task
+
     _register_classes()
     path = resolve(name_or_path)
     if not str(path).endswith(".keras"):
@@ -273,10 +276,13 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
             raise
         # Keras reports a layer that "could not be loaded"; say which weight and shapes.
         model = keras.saving.deserialize_keras_object(config, safe_mode=True)
-        mismatch = weight_mismatches(model, path)
-        if mismatch:
-            raise UserError(f"{path}: {mismatch[0]}") from error
-        raise
+        if isinstance(model, Task) and model.pre_split_layers() and is_pre_split_file(path):
+            load_pre_split_weights(model, path)  # saved before the backbone/task split
+        else:
+            mismatch = weight_mismatches(model, path)
+            if mismatch:
+                raise UserError(f"{path}: {mismatch[0]}") from error
+            raise
     from zoo.converters._tensors import refuse_non_finite
 
     # A NaN or infinite weight answers `nan` to every input: the check of hub checkpoints.

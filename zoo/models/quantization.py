@@ -111,11 +111,13 @@ def _check(model: Any, mode: Any) -> None:
 
 def _ensure_built(model: keras.Model) -> None:
     """Builds every variable (Keras quantizes built layers only)."""
-    if hasattr(model, "ensure_built"):  # Translator
+    from zoo.models.sentence_encoder.model import SentenceEncoder
+    from zoo.models.translator.model import Translator
+
+    if isinstance(model, Translator):
         model.ensure_built()
     elif not model.built:
-        model.build(None if type(model).__name__ == "SentenceEncoder"
-                    else (None, *model.image_shape))
+        model.build(None if isinstance(model, SentenceEncoder) else (None, *model.image_shape))
 
 
 def _policy_map(model: keras.Model) -> keras.dtype_policies.DTypePolicyMap:
@@ -178,7 +180,9 @@ def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
         model.quantize(mode, filters=lambda layer: layer.dtype_policy is model.dtype_policy)
     model.dtype_policy = _policy_map(model)
     route_int8_layers(model)
-    if hasattr(model, "_search_functions"):  # Translator: compiled with the float weights
+    from zoo.models.translator.model import Translator
+
+    if isinstance(model, Translator):  # its compiled searches read the float weights
         model._search_functions = {}
     return model
 

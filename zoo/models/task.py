@@ -25,6 +25,8 @@ from typing import Any
 import keras
 
 from zoo.models.architectures import architecture_config, architectures, load_preset
+from zoo.models.lora import LoraAdaptation
+from zoo.training.step_retracing import keras_steps_unflagged
 
 
 class Backbone(keras.Model):
@@ -60,8 +62,13 @@ class Preprocessor(keras.layers.Layer):
     """
 
 
-class Task(keras.Model):
+class Task(LoraAdaptation, keras.Model):
     """A backbone with a head and the user-facing methods of one kind of model.
+
+    Every task comes ready to train: one never compiled is compiled on its first `fit` or
+    `evaluate` with `default_compile_arguments()` (when the task has them; a model you compiled
+    yourself keeps your choice). A task whose backbone is made of Transformer blocks takes
+    LoRA (`enable_lora`, `merge_lora`: `zoo.models.lora`) by naming them in `_lora_blocks`.
 
     Attributes:
         backbone: the `Backbone` the task computes its features with.
@@ -71,6 +78,35 @@ class Task(keras.Model):
 
     backbone: Backbone
     preprocessor: Preprocessor | None = None
+
+    def default_compile_arguments(self) -> dict | None:
+        """The `compile` arguments of a task fitted before it was compiled; None: compile
+        it yourself."""
+        return None
+
+    def _compile_if_needed(self) -> None:
+        arguments = None if self.compiled else self.default_compile_arguments()
+        if arguments is not None:
+            self.compile(**arguments)
+
+    def fit(self, *args: Any, **kwargs: Any) -> keras.callbacks.History:
+        """`keras.Model.fit`, compiling first with `default_compile_arguments` a task that
+        was never compiled."""
+        self._compile_if_needed()
+        with keras_steps_unflagged():  # a second model's step is no retracing
+            return super().fit(*args, **kwargs)
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+        """`keras.Model.evaluate`, compiling first as `fit` does."""
+        self._compile_if_needed()
+        with keras_steps_unflagged():
+            return super().evaluate(*args, **kwargs)
+
+    def pre_split_layers(self) -> list[tuple[str, Any]]:
+        """The task's layers under the attribute names that files saved before the
+        backbone/task split hold them by (`zoo.models.pre_split_files`); [] for a task
+        that has no such files."""
+        return []
 
     @classmethod
     def from_preset(cls, name: str, **kwargs: Any) -> "Task":

@@ -106,7 +106,7 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
 
-    if hasattr(model, "ensure_built"):
+    if isinstance(model, Translator):
         model.ensure_built()
     # The endpoints capture the variables they use, and the archive saves those; tracking the
     # model as well would save every weight a second time under its Keras name

@@ -77,28 +77,16 @@ def image_header_size(data: Any) -> tuple[Any, Any, Any]:
     return known, height, width
 
 
-def decode_image(data: Any, size: list[int]) -> Any:
-    """One encoded image to float pixels `size + [3]` in 0..255, resized with antialiasing:
-    JPEGs with the accurate integer DCT (the pixels PIL gives training and `classify`:
-    tests/training/test_jpeg_decoding.py; decode_image's default fast DCT differs by up to 4
-    levels); PNG, GIF and BMP by `decode_image`. Grayscale and RGBA become RGB, 16-bit PNGs
-    8-bit. Corrupt bytes raise InvalidArgument (`decode_rows` names the image)."""
-    import tensorflow as tf
-
-    image = tf.cond(
-        tf.io.is_jpeg(data),
-        lambda: tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE"),
-        lambda: tf.io.decode_image(data, channels=3, dtype=tf.uint8, expand_animations=False))
-    return tf.image.resize(tf.cast(image, tf.float32), size, antialias=True)
-
-
-def decode_rows(rows: Any, start: Any, count: Any, size: list[int]) -> Any:
+def decode_rows(rows: Any, start: Any, count: Any, converter: Any) -> Any:
     """The images `rows` (`tf.string [n]`, the request's images `start` to `start + n` of
-    `count`) decoded to `[n] + size + [3]` float pixels, one after another; fails with
+    `count`) decoded by the model's image converter (`ImageConverter.decode_image`) to
+    `[n, height, width, 3]` float pixels in 0..255, one after another; fails with
     InvalidArgument naming the first image ("image 3 of 8: ...") that is in no known
     format, declares more than `MAX_PIXELS` pixels in its header (never decoded) or does not
     decode (truncated or corrupt bytes)."""
     import tensorflow as tf
+
+    size = list(converter.image_shape[:2])
 
     def one(data: Any, index: Any) -> tuple:
         # A decoding error drops the image from the dataset (`ignore_errors`); the images
@@ -106,7 +94,7 @@ def decode_rows(rows: Any, start: Any, count: Any, size: list[int]) -> Any:
         known, height, width = image_header_size(data)
         code = tf.where(~known, _UNKNOWN, tf.where(height * width > MAX_PIXELS, _TOO_LARGE,
                                                    _DECODED))
-        pixels = tf.cond(tf.equal(code, _DECODED), lambda: decode_image(data, size),
+        pixels = tf.cond(tf.equal(code, _DECODED), lambda: converter.decode_image(data),
                          lambda: tf.zeros(size + [3]))
         return index, pixels, code, tf.stack([height, width])
 
@@ -138,6 +126,7 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
     import tensorflow as tf
 
     size = list(model.image_shape[:2])
+    converter = model.preprocessor  # the ImageConverter that classify and fit use
     names = list(model.class_names or [f"class_{i}" for i in range(model.num_classes)])
     k = min(top_k, len(names))
     outputs = {"labels": tf.TensorSpec([None, k], tf.string),
@@ -156,7 +145,7 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
         with tf.control_dependencies(check_image_bytes(images)):
             images = tf.identity(images)
         return in_chunks(lambda start, rows: top(decode_rows(
-            rows, tf.cast(start, tf.int64), count, size)), [images], outputs)
+            rows, tf.cast(start, tf.int64), count, converter)), [images], outputs)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32,
                                                 name="pixels")])

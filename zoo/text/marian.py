@@ -211,11 +211,11 @@ class MarianTokenizer(Tokenizer):
     def _piece(self, token_id: int) -> str:
         return self._pieces[token_id]
 
-    def to_keras_hub(self, **kwargs: object) -> object:
+    def graph_tokenizer(self, **kwargs: object) -> object:
         """The same tokenizer inside a TensorFlow graph (TF and TF Text ops only), for
-        export: a `zoo.text.marian_graph.MarianGraphTokenizer` layer, whose `tokenize`
-        gives the ids of `encode(..., add_end=False)` and `detokenize` the texts of `decode`.
-        (Named as `SubwordTokenizer`'s graph path, which `zoo.export` calls.)
+        export: a `zoo.text.marian_graph.MarianGraphTokenizer` layer (not a keras-hub
+        object), whose `tokenize` gives the ids of `encode(..., add_end=False)` and
+        `detokenize` the texts of `decode`.
 
         Args:
             **kwargs: layer arguments (`name`).
@@ -223,6 +223,12 @@ class MarianTokenizer(Tokenizer):
         from zoo.text.marian_graph import MarianGraphTokenizer  # TensorFlow
 
         return MarianGraphTokenizer(self, **kwargs)
+
+    def to_keras_hub(self, **kwargs: object) -> object:
+        """The former name of `graph_tokenizer`, kept for callers: it returns the zoo's
+        `MarianGraphTokenizer` layer, not a keras-hub object (keras-hub has no Marian
+        tokenizer)."""
+        return self.graph_tokenizer(**kwargs)
 
 
 def _read_json(path: Path) -> dict:

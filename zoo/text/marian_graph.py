@@ -7,8 +7,8 @@ special ones, joins them and turns the SentencePiece meta symbol into spaces, wh
 SentencePiece's decoder and Hugging Face's `MarianTokenizer` do with such pieces. Stock TF
 Serving runs it, and so does a process that imports only `tensorflow` and `tensorflow_text`.
 
-`MarianTokenizer.to_keras_hub()` returns this layer (the name of `SubwordTokenizer`'s graph
-path, which `zoo.export` calls).
+`MarianTokenizer.graph_tokenizer()` returns this layer, as `SubwordTokenizer.graph_tokenizer()`
+returns keras-hub's SentencePiece tokenizer; `zoo.export` calls it on either.
 """
 
 from __future__ import annotations

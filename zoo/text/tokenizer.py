@@ -6,7 +6,7 @@ same serialized SentencePiece model:
 
 - a Python path (`encode`, `encode_batch_padded`, `decode`) that needs only `sentencepiece`
   and numpy, for training input pipelines on backends without TensorFlow;
-- a graph path (`to_keras_hub`) that returns a `keras_hub.tokenizers.SentencePieceTokenizer`
+- a graph path (`graph_tokenizer`) that returns a `keras_hub.tokenizers.SentencePieceTokenizer`
   built from the same proto, for tokenization inside an exported SavedModel.
 
 Special ids are fixed by `train`: pad 0, unknown 1, start 2, end 3.
@@ -210,11 +210,10 @@ class SubwordTokenizer(Tokenizer):
 
     # --- graph path ---------------------------------------------------------------------
 
-    def to_keras_hub(self, **kwargs):
-        """Returns a `keras_hub.tokenizers.SentencePieceTokenizer` over the same model.
-
-        Its `tokenize` gives the ids of `encode(..., add_end=False)` and its `detokenize` the
-        texts of `decode`, inside a TensorFlow graph (for export and tf.data).
+    def graph_tokenizer(self, **kwargs: object) -> object:
+        """The same tokenizer inside a TensorFlow graph (for export and tf.data): a
+        `keras_hub.tokenizers.SentencePieceTokenizer` over the same model, whose `tokenize`
+        gives the ids of `encode(..., add_end=False)` and `detokenize` the texts of `decode`.
 
         Args:
             **kwargs: passed on, e.g. `sequence_length`, `add_bos`, `add_eos`.
@@ -222,6 +221,10 @@ class SubwordTokenizer(Tokenizer):
         import keras_hub  # Lazy: keras_hub pulls in TensorFlow Text.
 
         return keras_hub.tokenizers.SentencePieceTokenizer(proto=self._proto, **kwargs)
+
+    def to_keras_hub(self, **kwargs: object) -> object:
+        """The `keras_hub.tokenizers.SentencePieceTokenizer` of `graph_tokenizer`."""
+        return self.graph_tokenizer(**kwargs)
 
 
 class _CountingStrings:

@@ -92,7 +92,7 @@ def test_a_fit_step_changes_only_the_trainable_weights():
 def test_a_linear_probe_then_unfreeze():
     model = tiny().freeze_blocks(2)  # every block: the norm and the head train
     assert {w.path.split("/", 1)[1] for w in model.trainable_weights} == {
-        "encoder_norm/gamma", "encoder_norm/beta", "head/kernel", "head/bias"}
+        "backbone/encoder_norm/gamma", "backbone/encoder_norm/beta", "head/kernel", "head/bias"}
     assert model.unfreeze() is model
     assert len(model.trainable_weights) == len(model.weights)
     assert all(layer.trainable for layer in model.layers_by_depth()[0])

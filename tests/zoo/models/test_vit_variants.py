@@ -32,11 +32,11 @@ def test_hybrid_keeps_the_token_grid_and_embeds_the_stem_map_one_by_one():
     assert model.patch_embedding.patch_size == 1
     x = images(2)
     # 1 x 1 patches of the stem's (batch, 4, 4, 12) map: a matrix product per position.
-    features = numpy(model.stem(model._preprocess(x), training=False)).reshape(2, 16, 12)
+    features = numpy(model.stem(model.preprocessor(x), training=False)).reshape(2, 16, 12)
     projection = model.patch_embedding.projection
     kernel = numpy(projection.kernel).reshape(12, 16)
     expected = features @ kernel + numpy(projection.bias)
-    got = numpy(model.patch_embedding(model.stem(model._preprocess(x), training=False)))
+    got = numpy(model.patch_embedding(model.stem(model.preprocessor(x), training=False)))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     assert model(x).shape == (2, 5)
 

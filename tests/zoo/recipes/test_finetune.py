@@ -55,7 +55,7 @@ def test_the_function_forms_call_the_models_methods():
                                   np.asarray(model.encoder_norm.gamma))
     assert freeze_blocks(model, 3) is model
     assert {relative_variable_path(v) for v in model.trainable_weights} == {
-        "encoder_norm/gamma", "encoder_norm/beta", "head/kernel", "head/bias"}
+        "backbone/encoder_norm/gamma", "backbone/encoder_norm/beta", "head/kernel", "head/bias"}
     assert len(freeze_blocks(model, 0).trainable_weights) == len(model.weights)
     assert encoder_groups(model) == model.layers_by_depth()
     with pytest.raises(ValueError, match=r"num_blocks must be an int in 0\.\.3 .* got 4"):
@@ -74,10 +74,10 @@ def test_the_functions_refuse_a_model_that_is_no_vit(function, arguments):
 def test_layer_decay_multipliers_follow_depth():
     model = small()
     multipliers = layer_decay_multipliers(model, 0.5)
-    assert multipliers["head/kernel"] == 1.0 and multipliers["encoder_norm/gamma"] == 1.0
-    assert multipliers["encoder_block_2/self_attention/query/kernel"] == 0.5
-    assert multipliers["encoder_block_0/feed_forward/intermediate/kernel"] == 0.125
-    assert multipliers["patch_embedding/projection/kernel"] == 0.0625
+    assert multipliers["head/kernel"] == 1.0 and multipliers["backbone/encoder_norm/gamma"] == 1.0
+    assert multipliers["backbone/encoder_block_2/self_attention/query/kernel"] == 0.5
+    assert multipliers["backbone/encoder_block_0/feed_forward/intermediate/kernel"] == 0.125
+    assert multipliers["backbone/patch_embedding/projection/kernel"] == 0.0625
     assert len(multipliers) == len(model.weights)
     assert len(encoder_groups(model)) == 5
     with pytest.raises(ValueError, match="layer decay must be in"):
@@ -93,9 +93,9 @@ def test_adam_first_step_scales_with_the_multiplier():
     fit_step(model, adamw_no_decay_on_norms(1e-3, weight_decay=0.0,
                                             learning_rate_multipliers=multipliers))
     after = values(model)
-    for path in ("head/kernel", "encoder_block_2/feed_forward/output/kernel",
-                 "encoder_block_0/self_attention/value/kernel",
-                 "patch_embedding/projection/kernel"):
+    for path in ("head/kernel", "backbone/encoder_block_2/feed_forward/output/kernel",
+                 "backbone/encoder_block_0/self_attention/value/kernel",
+                 "backbone/patch_embedding/projection/kernel"):
         step = np.abs(after[path] - before[path]).max()
         assert step == pytest.approx(1e-3 * multipliers[path], rel=0.02), path
 
@@ -103,13 +103,13 @@ def test_adam_first_step_scales_with_the_multiplier():
 def test_a_zero_multiplier_also_stops_weight_decay():
     model = small()
     multipliers = {path: 0.0 for path in layer_decay_multipliers(model, 0.5)
-                   if path.startswith("encoder_block_0/")}
+                   if path.startswith("backbone/encoder_block_0/")}
     before = values(model)
     fit_step(model, adamw_no_decay_on_norms(1e-2, weight_decay=0.5,
                                             learning_rate_multipliers=multipliers))
     after = values(model)
     assert all(np.array_equal(before[p], after[p]) for p in multipliers)
-    decayed = "encoder_block_1/self_attention/query/kernel"
+    decayed = "backbone/encoder_block_1/self_attention/query/kernel"
     assert not np.array_equal(before[decayed], after[decayed])
 
 
@@ -131,7 +131,8 @@ def test_load_weights_names_the_first_mismatched_weight_and_both_shapes(tmp_path
     # Refused before anything was assigned.
     assert all(np.array_equal(before[k], v) for k, v in values(target).items())
     deeper = small(num_layers=4)
-    with pytest.raises(ValueError, match="encoder_block_3/.* is missing from the checkpoint"):
+    with pytest.raises(ValueError,
+                       match="backbone/encoder_block_3/.* is missing from the checkpoint"):
         load_weights(deeper, tmp_path / "ten.weights.h5")
     # And a fitting checkpoint loads.
     same = load_weights(small(num_classes=10), tmp_path / "ten.weights.h5")
@@ -259,14 +260,15 @@ def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(t
     assert model.position_embedding.position_embeddings.shape == (65, 16)
     # The class token's row and the blocks come from the pretrained model.
     old, new = values(pretrained), values(model)
-    assert np.array_equal(old["position_embedding/position_embeddings"][0],
-                          new["position_embedding/position_embeddings"][0])
-    assert np.array_equal(old["encoder_block_2/feed_forward/output/kernel"],
-                          new["encoder_block_2/feed_forward/output/kernel"])
+    assert np.array_equal(old["backbone/position_embedding/position_embeddings"][0],
+                          new["backbone/position_embedding/position_embeddings"][0])
+    assert np.array_equal(old["backbone/encoder_block_2/feed_forward/output/kernel"],
+                          new["backbone/encoder_block_2/feed_forward/output/kernel"])
     trainable = {relative_variable_path(v) for v in model.trainable_weights}
-    assert not any(p.startswith(("patch_embedding", "encoder_block_0/")) for p in trainable)
+    assert not any(p.startswith(("backbone/patch_embedding", "backbone/encoder_block_0/"))
+                   for p in trainable)
     multipliers = model.optimizer.learning_rate_multipliers
-    assert multipliers["encoder_block_1/self_attention/query/kernel"] == 0.25
+    assert multipliers["backbone/encoder_block_1/self_attention/query/kernel"] == 0.25
     labels = np.eye(3, dtype="float32")[np.arange(8) % 3]
     history = model.fit(images(), labels, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])

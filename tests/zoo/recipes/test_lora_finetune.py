@@ -122,7 +122,7 @@ def test_a_lora_run_writes_an_ordinary_model_and_resumes_its_factors(tmp_path, m
     monkeypatch.setattr(vit_recipe, "resume", recording_resume)
     metrics = vit_recipe.train_vit(ViTFinetuneRecipe(epochs=2, force=True, **settings))
     assert metrics["epochs_this_run"] == 1
-    query = "encoder_block_0/self_attention/query/"
+    query = "backbone/encoder_block_0/self_attention/query/"
     np.testing.assert_array_equal(restored[query + "kernel"], old[query + "kernel"])
     np.testing.assert_array_equal(restored[query + "lora_kernel_a"], saved["v00001"])
     np.testing.assert_array_equal(restored[query + "lora_kernel_b"], saved["v00002"])

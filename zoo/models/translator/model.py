@@ -25,7 +25,7 @@ from zoo.models.translator import architectures  # noqa: F401  (registers the ar
 from zoo.generation.settings import NEVER
 from zoo.training.errors import UserError
 from zoo.models.architectures import architecture_config, load_preset
-from zoo.models.lora import TranslatorLora
+from zoo.models.lora import LoraAdaptation
 from zoo.models.translator.searching import TranslatorSearch
 from zoo.models.translator.surgery import TranslatorSurgery
 from zoo.models.translator.text_training import TextTraining
@@ -34,7 +34,7 @@ from zoo.text.tokenizer import SubwordTokenizer
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTraining, TranslatorLora,
+class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTraining, LoraAdaptation,
                  keras.Model):
     """Encoder-decoder Transformer translator with cached greedy and beam search.
 
@@ -327,6 +327,21 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
             never[self.suppressed_token_ids] = NEVER
             logits = logits + ops.convert_to_tensor(never)
         return logits, tuple(updated)
+
+    # LoRA (zoo.models.lora): the self- and cross-attention of its encoder and decoder blocks;
+    # nothing else trains. A merged copy keeps the tokenizer.
+    def _lora_blocks(self) -> list[keras.layers.Layer]:
+        return [*self.encoder_blocks, *self.decoder_blocks]
+
+    def _lora_prepare(self) -> None:
+        self.ensure_built()
+        self._search_functions = {}  # a compiled search read the kernels without factors
+
+    def _lora_blank_copy(self) -> keras.Model:
+        model = type(self).from_config(self.get_config())
+        model.tokenizer = self.tokenizer
+        model.ensure_built()
+        return model
 
     def ensure_built(self) -> None:
         """Creates every variable with one tiny eager call, if that has not happened yet

@@ -19,6 +19,7 @@ from zoo.training.errors import UserError
 from zoo.generation.settings import check_search_settings
 from zoo.text.length_cap import character_cap, cut_text, cut_warning
 from zoo.text.loading import load_tokenizer
+from zoo.text.base import Tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
 
 TOKENIZER_ASSET = "tokenizer.model"
@@ -146,7 +147,7 @@ class TextTranslation:
         memory, mask = self.encode(source)
         _, cross = self.decode(target, memory, mask, return_attention_scores=True)
         weights = np.asarray(ops.convert_to_numpy(ops.mean(cross[-1], axis=1)))[0]
-        pieces = tokenizer.id_to_piece if hasattr(tokenizer, "id_to_piece") else str
+        pieces = tokenizer.id_to_piece if isinstance(tokenizer, Tokenizer) else str
         source_pieces = [pieces(int(i)) for i in source[0]]
         # Row t of the weights predicts target token t + 1: label rows by what they predict.
         target_pieces = [pieces(int(i)) for i in target[0][1:]] + ["</s>"]

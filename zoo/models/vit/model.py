@@ -1,10 +1,11 @@
-"""The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words").
+"""The Vision Transformer image classifier (Dosovitskiy et al., 2021, "An Image is Worth 16x16
+Words"): the task of the ViT family, as keras-hub's `models/<family>/`:
 
-Eq. (1)-(4) of the paper, top to bottom in `VisionTransformer._forward`:
+    images 0..255 --ImageConverter--> pixels --ViTBackbone--> tokens --head--> logits
 
-    z_0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos          patches, class token, positions
-    z'_l = MSA(LN(z_{l-1})) + z_{l-1}                        pre-norm encoder blocks
-    z_l = MLP(LN(z'_l)) + z'_l                               (l = 1 .. L)
+Eq. (1)-(3) are the backbone's (`zoo.models.vit.backbone.ViTBackbone`); eq. (4) and the head
+are here, in `VisionTransformer._forward`:
+
     y = LN(z_L^0)                                            the class token's output
     logits = y W_head                                        (zero-initialised head)
 
@@ -19,9 +20,14 @@ VisionTransformerDistilled) and Hugging Face's DeiTForImageClassificationWithTea
 the mean of their logits, as here. Hugging Face's DeiTForImageClassification has the token but
 classifies from the class token alone: `distillation_head=False`.
 
-Preprocessing is inside the model: images of any size with values 0..255 (uint8 or float)
-are resized to `image_size` (bilinear, antialiased; skipped when they already have that size)
-and rescaled to [-1, 1] (x / 127.5 - 1, the value range of the original ViT checkpoints).
+Preprocessing is inside the model, in its `preprocessor` (`zoo.models.image_converter`):
+images of any size with values 0..255 (uint8 or float) are resized to `image_size` (bilinear,
+antialiased; skipped when they already have that size) and rescaled to [-1, 1] (x / 127.5 - 1,
+the value range of the original ViT checkpoints).
+
+The classifier keeps the names its backbone's layers had before the split as read-only views
+(`model.encoder_blocks` is `model.backbone.encoder_blocks`); a file saved before the split
+loads with `zoo.load` (`zoo.models.pre_split_files`, through `pre_split_layers`).
 """
 
 from __future__ import annotations
@@ -31,20 +37,32 @@ from typing import Any, Mapping, Sequence
 import keras
 from keras import ops
 
-from zoo.layers.class_token import ClassToken
-from zoo.layers.convolutional_stem import ConvolutionalStem
-from zoo.layers.layer_normalization import LayerNormalization
-from zoo.layers.patch_embedding import PatchEmbedding
-from zoo.layers.position_embedding import PositionEmbedding
-from zoo.layers.transformer_encoder import TransformerEncoderBlock, head_size
 from zoo.layers.validation import image_size_pair, positive_int
 from zoo.training.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
-from zoo.models.architectures import architecture_config, architectures, load_preset
-from zoo.models.lora import VisionTransformerLora
-from zoo.models.vit.fitting import VisionTransformerFitting
+from zoo.models.architectures import architecture_config, load_preset
+from zoo.models.image_converter import ImageConverter
+from zoo.models.task import Task
+from zoo.models.vit.backbone import ViTBackbone
+from zoo.models.vit.fitting import classifier_compile_arguments
 from zoo.models.vit.inference import VisionTransformerInference
-from zoo.models.vit.surgery import VisionTransformerSurgery, check_pruned_heads
+from zoo.models.vit.surgery import VisionTransformerSurgery
+
+# The classifier's attribute names of its backbone's layers before the split (the paths of the
+# weights in older files) -> the backbone's names; read-only views on the classifier.
+_BACKBONE_LAYERS = {"patch_embedding": "patch_embedding", "stem": "stem",
+                    "class_token": "class_token_layer",
+                    "distillation_token_layer": "distillation_token_layer",
+                    "position_embedding": "position_embedding",
+                    "embedding_dropout": "embedding_dropout",
+                    "encoder_blocks": "encoder_blocks", "encoder_norm": "encoder_norm"}
+# The backbone's settings that the classifier shows as its own (read-only).
+_BACKBONE_SETTINGS = ("patch_size", "hidden_dim", "num_layers", "num_heads", "intermediate_dim",
+                      "dropout", "attention_dropout", "distillation_token",
+                      "layer_norm_epsilon", "num_channels", "pruned_heads", "stem_filters",
+                      "stem_style", "attention_window", "global_tokens",
+                      "attention_block_size", "query_key_norm", "grid_size",
+                      "num_prefix_tokens")
 
 POOLINGS = ("cls", "gap")
 
@@ -68,9 +86,9 @@ def _check_arguments(pooling: str, distillation_token: bool, distillation_head: 
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
-                        VisionTransformerInference, VisionTransformerLora, keras.Model):
-    """An image classifier: patches, a class token, a pre-norm Transformer encoder, a head.
+class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Task):
+    """An image classifier: a `ViTBackbone` (patches, a class token, a pre-norm Transformer
+    encoder) under a linear head, with its `ImageConverter` as `preprocessor`.
 
     Args:
         image_size: side (or `(height, width)`) of the images the model computes on; inputs
@@ -133,9 +151,10 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
     Returns:
         `(batch, num_classes)` float32 logits (also under mixed precision).
 
-    Attributes (besides the arguments): `image_shape` `(height, width, channels)`,
-    `grid_size` `(rows, cols)` of patches, `num_prefix_tokens` (1 with a class token, 2 with
-    a distillation token too). With a distillation head, `head` holds both heads in one
+    Attributes (besides the arguments): `backbone` (the `ViTBackbone`), `preprocessor` (the
+    `ImageConverter`), `image_shape` `(height, width, channels)`, `grid_size` `(rows, cols)`
+    of patches, `num_prefix_tokens` (1 with a class token, 2 with a distillation token too).
+    With a distillation head, `head` holds both heads in one
     kernel `(2, features, num_classes)` (the class token's, then the distillation token's),
     so that `with_new_head`, `freeze_blocks` and layer-wise decay treat them as one head.
 
@@ -187,102 +206,28 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
             patch_size=patch_size, num_classes=num_classes, hidden_dim=hidden_dim,
             num_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
             num_channels=num_channels)
-        self.patch_size = patch_size
         self.num_classes = num_classes
-        self.hidden_dim = hidden_dim
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = float(dropout)
-        self.attention_dropout = float(attention_dropout)
         self.pooling = pooling
-        self.distillation_token = bool(distillation_token)
         self.distillation_head = bool(distillation_head)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.class_names = None if class_names is None else [str(c) for c in class_names]
         self.representation_size = representation_size
         self.head_initializer = keras.initializers.get(head_initializer)
         self.include_rescaling = bool(include_rescaling)
-        self.num_channels = num_channels
-        self.pruned_heads = {int(b): sorted({int(h) for h in heads})
-                             for b, heads in (pruned_heads or {}).items() if heads}
-        check_pruned_heads(self.pruned_heads, num_layers, num_heads)
-        self.num_prefix_tokens = (1 if pooling == "cls" else 0) + int(self.distillation_token)
-
-        # Preprocessing in float32 whatever the policy: pixel values need the precision.
-        self.resizing = keras.layers.Resizing(
-            height, width, interpolation="bilinear", antialias=True, dtype="float32",
-            name="resizing")
-        self.rescaling = keras.layers.Rescaling(
-            scale=1.0 / 127.5, offset=-1.0, dtype="float32", name="rescaling")
-        self._create_embeddings(self._create_stem(stem_filters, stem_style))
-        self._create_encoder(attention_window, global_tokens, attention_block_size,
-                             query_key_norm)
+        self.preprocessor = ImageConverter(
+            image_size, scale=1.0 / 127.5 if include_rescaling else None,
+            offset=-1.0 if include_rescaling else None, num_channels=num_channels,
+            owner="VisionTransformer", name="preprocessor")
+        with keras.name_scope(self.name, caller=self):  # its weights' paths start with ours
+            self.backbone = ViTBackbone(
+                image_size, patch_size, hidden_dim, num_layers, num_heads, intermediate_dim,
+                dropout=dropout, attention_dropout=attention_dropout, class_token=pooling == "cls",
+                distillation_token=distillation_token, layer_norm_epsilon=layer_norm_epsilon,
+                num_channels=num_channels, pruned_heads=pruned_heads, stem_filters=stem_filters,
+                stem_style=stem_style, attention_window=attention_window,
+                global_tokens=global_tokens, attention_block_size=attention_block_size,
+                query_key_norm=query_key_norm, dtype=self.dtype_policy, name="backbone")
         self._create_head()
         self.build((None, *self.image_shape))
-
-    def _create_stem(self, stem_filters: Sequence[int | Sequence[int]] | None,
-                     stem_style: str) -> int:
-        """Creates the hybrid model's convolutional stem (or none); returns the side of the
-        patches that the patch embedding cuts from the stem's feature map."""
-        self.stem = self.stem_filters = None
-        self.stem_style = stem_style
-        if stem_filters is None:
-            return self.patch_size
-        self.stem = ConvolutionalStem(stem_filters, style=stem_style, dtype=self.dtype_policy,
-                                      name="stem")
-        self.stem_filters = list(self.stem.filters)
-        if self.patch_size % self.stem.stride:
-            raise UserError(
-                f"patch_size {self.patch_size} is not a multiple of the stem's stride "
-                f"{self.stem.stride} (2 ** len(stem_filters), stem_filters "
-                f"{self.stem_filters})")
-        return self.patch_size // self.stem.stride
-
-    def _create_embeddings(self, map_patch: int) -> None:
-        """Creates the patch embedding (patches of side `map_patch` on the stem's map, or on
-        the image), the class and distillation tokens, and the position embedding."""
-        policy = self.dtype_policy
-        self.patch_embedding = PatchEmbedding(
-            map_patch, self.hidden_dim, dtype=policy, name="patch_embedding")
-        # The grid in image pixels; PatchEmbedding checks that the sides divide.
-        self.grid_size = PatchEmbedding(self.patch_size, self.hidden_dim).grid_size(
-            self.image_shape[:2])
-        self.class_token = (ClassToken(dtype=policy, name="class_token")
-                            if self.pooling == "cls" else None)  # "gap": none (big_vision)
-        # Initialised as in DeiT's code (truncated normal, 0.02).
-        self.distillation_token_layer = ClassToken(
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02), dtype=policy,
-            name="distillation_token") if self.distillation_token else None
-        self.position_embedding = PositionEmbedding(
-            self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1],
-            dtype=policy, name="position_embedding")
-        self.embedding_dropout = keras.layers.Dropout(
-            self.dropout, dtype=policy, name="embedding_dropout")
-
-    def _create_encoder(self, attention_window: int | None, global_tokens: int,
-                        attention_block_size: int | None, query_key_norm: bool) -> None:
-        """Creates the encoder blocks (with the heads that pruning left) and the final norm."""
-        policy = self.dtype_policy
-        self.encoder_blocks = []
-        for i in range(self.num_layers):
-            # A block with pruned heads has fewer heads of the unpruned size.
-            pruned = len(self.pruned_heads.get(i, ()))
-            self.encoder_blocks.append(TransformerEncoderBlock(
-                num_heads=self.num_heads - pruned, intermediate_dim=self.intermediate_dim,
-                key_dim=head_size(self.hidden_dim, self.num_heads, None) if pruned else None,
-                dropout=self.dropout, attention_dropout=self.attention_dropout,
-                activation="gelu", normalize_first=True,
-                layer_norm_epsilon=self.layer_norm_epsilon, attention_window=attention_window,
-                global_tokens=global_tokens, attention_block_size=attention_block_size,
-                query_key_norm=query_key_norm, dtype=policy, name=f"encoder_block_{i}"))
-        # As the blocks checked and stored them.
-        self.attention_window = self.encoder_blocks[0].attention_window
-        self.global_tokens = self.encoder_blocks[0].global_tokens
-        self.attention_block_size = self.encoder_blocks[0].attention_block_size
-        self.query_key_norm = self.encoder_blocks[0].query_key_norm
-        self.encoder_norm = LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="encoder_norm")
 
     def _create_head(self) -> None:
         """Creates the optional tanh pre-logits layer and the head (or both heads)."""
@@ -303,26 +248,9 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
 
     def build(self, input_shape: tuple) -> None:
         # Built by the constructor: a later `build(shape)` only checks the shape (no new state).
-        self._check_image_shape(tuple(input_shape))
+        self.preprocessor.check_shape(tuple(input_shape))
         if self.built:
             return
-        tokens = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
-        sequence = (None, tokens, self.hidden_dim)
-        image = (None, *self.image_shape)
-        self.resizing.build((None, None, None, self.num_channels))
-        self.rescaling.build(image)
-        if self.stem is not None:
-            self.stem.build(image)
-            image = self.stem.compute_output_shape(image)
-        self.patch_embedding.build(image)
-        if self.distillation_token:
-            self.distillation_token_layer.build((None, tokens - 2, self.hidden_dim))
-        if self.class_token is not None:
-            self.class_token.build((None, tokens - 1, self.hidden_dim))
-        self.position_embedding.build(sequence)
-        for block in self.encoder_blocks:
-            block.build(sequence)
-        self.encoder_norm.build(sequence)
         pooled = (None, 2) if self.distillation_head else (None,)
         features = self.hidden_dim
         if self.representation is not None:
@@ -332,40 +260,12 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
         self.built = True
 
     # ------------------------------------------------------------------ forward pass
-    def _check_image_shape(self, shape: tuple) -> None:
-        if len(shape) != 4 or shape[-1] != self.num_channels:
-            raise UserError(f"VisionTransformer expects images of shape (batch, height, width, "
-                            f"{self.num_channels}); got shape {shape}")
-
-    def _preprocess(self, images: Any) -> Any:
-        shape = tuple(images.shape)
-        self._check_image_shape(shape)
-        x = ops.cast(images, "float32")
-        if tuple(shape[1:3]) != self.image_shape[:2]:
-            x = self.resizing(x)
-        return self.rescaling(x) if self.include_rescaling else x
-
     def _forward(self, images: Any, training: bool | None = None,
                  return_attention_scores: bool = False) -> tuple[Any, list]:
         """Logits, and each block's `(batch, heads, tokens, tokens)` weights when asked."""
-        x = self._preprocess(images)
-        if self.stem is not None:
-            x = self.stem(x, training=training)  # (batch, height / 2**k, width / 2**k, c)
-        x = self.patch_embedding(x)  # (batch, patches, hidden)
-        if self.distillation_token:
-            x = self.distillation_token_layer(x)  # (batch, 1 + patches, hidden)
-        if self.class_token is not None:
-            x = self.class_token(x)  # (batch, prefix tokens + patches, hidden)
-        x = x + self.position_embedding(x)
-        x = self.embedding_dropout(x, training=training)
-        scores = []
-        for block in self.encoder_blocks:
-            if return_attention_scores:
-                x, weights = block(x, return_attention_scores=True, training=training)
-                scores.append(weights)
-            else:
-                x = block(x, training=training)
-        x = self.encoder_norm(x)
+        pixels = self.preprocessor(images)
+        x, scores = self.backbone(pixels, training=training, return_attention_scores=True) \
+            if return_attention_scores else (self.backbone(pixels, training=training), [])
         if self.distillation_head:
             pooled = x[:, :2]  # (batch, 2, hidden): the class and distillation tokens
         else:
@@ -382,6 +282,27 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (input_shape[0], self.num_classes)
+
+    def default_compile_arguments(self) -> dict:
+        """What the classifier is compiled with on its first `fit` or `evaluate` if it was
+        never compiled (`zoo.models.vit.fitting.classifier_compile_arguments`)."""
+        return classifier_compile_arguments(self.num_classes)
+
+    def pre_split_layers(self) -> list[tuple[str, Any]]:
+        """The layers under their attribute names before the split, in the order the old
+        constructor set them (`zoo.models.pre_split_files`)."""
+        names = ["stem", "patch_embedding", "class_token", "distillation_token_layer",
+                 "position_embedding", "embedding_dropout", "encoder_blocks", "encoder_norm"]
+        layers = [(name, getattr(self, name)) for name in names]
+        layers += [("representation", self.representation), ("head", self.head)]
+        return [(name, layer) for name, layer in layers if layer is not None]
+
+    # LoRA (zoo.models.lora): the encoder blocks' attention; the head trains too.
+    def _lora_blocks(self) -> list[keras.layers.Layer]:
+        return list(self.backbone.encoder_blocks)
+
+    def _lora_trained_layers(self) -> list[keras.layers.Layer]:
+        return [self.head]
 
     # ------------------------------------------------------------------ config, presets
     @classmethod
@@ -413,11 +334,6 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
         keras-hub, a preset means trained weights; untrained shapes: `from_architecture`."""
         return load_preset(cls, name, num_classes=num_classes, class_names=class_names)
 
-    @staticmethod
-    def architectures() -> list[str]:
-        """The names `from_architecture` accepts."""
-        return list(architectures("VisionTransformer"))
-
     def get_config(self) -> dict:
         config = super().get_config()
         config.update({
@@ -448,3 +364,14 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
             "query_key_norm": self.query_key_norm,
         })
         return config
+
+
+def _backbone_view(name: str) -> property:
+    return property(lambda model: getattr(model.backbone, name),
+                    doc=f"The backbone's `{name}` (read-only).")
+
+
+for _old, _new in _BACKBONE_LAYERS.items():
+    setattr(VisionTransformer, _old, _backbone_view(_new))
+for _name in _BACKBONE_SETTINGS:
+    setattr(VisionTransformer, _name, _backbone_view(_name))

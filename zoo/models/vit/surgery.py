@@ -2,10 +2,11 @@
 at another image size (the position grid interpolated), with other training options, or
 without some heads; and frozen blocks for fine-tuning.
 
-`VisionTransformer` takes these methods from `VisionTransformerSurgery`. The `with_*` methods,
-`reset_classifier` and `prune_heads` leave the model they are called on unchanged and make the
-new one by `from_config`, so that it saves and loads; `freeze_blocks` and `unfreeze` change
-which of its layers train, in place. What every model's surgery shares is in `zoo.models.surgery`.
+`VisionTransformer` takes these methods from `VisionTransformerSurgery`; they change its
+backbone (`zoo.models.vit.backbone.ViTBackbone`) through the classifier's config. The
+`with_*` methods, `reset_classifier` and `prune_heads` leave the model they are called on
+unchanged and make the new one by `from_config`, so that it saves and loads; `freeze_blocks`
+and `unfreeze` change which of its layers train, in place. What every model's surgery shares is in `zoo.models.surgery`.
 
     model = zoo.load("vit-cifar10")
     model = model.with_new_head(3, class_names=["cat", "dog", "ship"])  # or reset_classifier
@@ -223,25 +224,18 @@ class VisionTransformerSurgery:
         """The model's layers by depth: `[embeddings, block 0, ..., block L-1, top]`.
 
         The embeddings are the convolutional stem (if any), the patch projection, the class
-        token (and DeiT's distillation token) and the position embeddings; the top is the
-        final LayerNorm, the pre-logits layer (if any) and the head. `freeze_blocks` and
+        token (and DeiT's distillation token) and the position embeddings
+        (`ViTBackbone.layers_by_depth`); the top is the final LayerNorm, the pre-logits layer
+        (if any) and the head. `freeze_blocks` and
         layer-wise learning-rate decay (`zoo.recipes.finetune.layer_decay_multipliers`)
         count depth in these groups.
 
         Returns:
             `num_layers + 2` lists of layers, from the input side.
         """
-        embeddings = [self.patch_embedding, self.position_embedding]
-        if self.stem is not None:
-            embeddings.append(self.stem)
-        if self.class_token is not None:
-            embeddings.append(self.class_token)
-        if self.distillation_token_layer is not None:
-            embeddings.append(self.distillation_token_layer)
-        top = [self.encoder_norm, self.head]
-        if self.representation is not None:
-            top.insert(1, self.representation)
-        return [embeddings, *[[block] for block in self.encoder_blocks], top]
+        *groups, top = self.backbone.layers_by_depth()
+        top = top + ([] if self.representation is None else [self.representation])
+        return [*groups, top + [self.head]]
 
     def freeze_blocks(self, num_blocks: int) -> "VisionTransformer":
         """Freezes the embeddings and the first `num_blocks` encoder blocks; unfreezes the rest.

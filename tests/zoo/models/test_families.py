@@ -1,0 +1,125 @@
+"""Each model family as the house's design has it (zoo.models.task): a task holds a backbone
+(a `Backbone`, the one network of the family that other families reuse) and a preprocessor
+(a `Preprocessor`); each part saves and loads on its own with equal outputs; files saved
+before the split still load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+import zoo
+from PIL import Image
+from zoo.layers.feed_forward import quick_gelu
+from zoo.models.image_converter import ImageConverter
+from zoo.models.pre_split_files import is_pre_split_file
+from zoo.models.task import Backbone, Preprocessor, Task
+from zoo.models.vit.backbone import ViTBackbone
+from zoo.models.vit.model import VisionTransformer
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def numpy(x):
+    return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def tiny_backbone(**overrides):
+    config = dict(image_size=16, patch_size=4, hidden_dim=8, num_layers=2, num_heads=2,
+                  intermediate_dim=16)
+    return ViTBackbone(**{**config, **overrides})
+
+
+def reloaded(obj, tmp_path, name):
+    path = tmp_path / f"{name}.keras"
+    obj.save(path)
+    return keras.saving.load_model(path)
+
+
+# --- the ViT family --------------------------------------------------------------------------
+
+
+def test_the_image_classifier_is_a_task_on_the_vit_backbone():
+    model = VisionTransformer(16, 4, num_classes=3, hidden_dim=8, num_layers=2, num_heads=2,
+                              intermediate_dim=16)
+    assert isinstance(model, Task)
+    assert type(model.backbone) is ViTBackbone and isinstance(model.backbone, Backbone)
+    assert type(model.preprocessor) is ImageConverter
+    assert isinstance(model.preprocessor, Preprocessor)
+    # The classifier's network is its backbone's: the same layers, no second copy.
+    assert model.encoder_blocks is model.backbone.encoder_blocks
+    head = {id(w) for w in model.head.weights}
+    assert {id(w) for w in model.weights} - head == {id(w) for w in model.backbone.weights}
+    # Its logits are the head on the backbone's class token after the image converter.
+    images = np.random.default_rng(0).uniform(0, 255, (2, 20, 20, 3)).astype("float32")
+    features = model.backbone(model.preprocessor(images))
+    assert tuple(features.shape) == (2, 1 + 16, 8)
+    np.testing.assert_allclose(numpy(model(images)), numpy(model.head(features[:, 0])),
+                               atol=1e-6)
+    # At most two mixins besides the task base.
+    assert len(VisionTransformer.__bases__) <= 3
+
+
+def test_the_vit_backbone_config_and_file_round_trip(tmp_path):
+    backbone = tiny_backbone(distillation_token=True, stem_filters=[4], embedding_norm=True,
+                             activation="quick_gelu", layer_norm_epsilon=1e-5)
+    config = backbone.get_config()
+    again = ViTBackbone.from_config(config)
+    assert again.get_config() == config
+    pixels = np.random.default_rng(1).normal(size=(2, 16, 16, 3)).astype("float32")
+    loaded = reloaded(backbone, tmp_path, "backbone")
+    assert type(loaded) is ViTBackbone and loaded.num_tokens == 2 + 16
+    np.testing.assert_array_equal(numpy(loaded(pixels)), numpy(backbone(pixels)))
+
+
+def test_the_backbone_options_clip_needs():
+    # CLIP's image tower: a LayerNorm before the blocks, quick GELU, no class token needed.
+    backbone = tiny_backbone(embedding_norm=True, activation="quick_gelu")
+    assert backbone.embedding_norm_layer is not None
+    assert backbone.encoder_blocks[0].feed_forward.activation is quick_gelu
+    x = np.linspace(-4, 4, 9, dtype="float32")
+    np.testing.assert_allclose(numpy(quick_gelu(x)), x / (1 + np.exp(-1.702 * x)), rtol=1e-6)
+    pooled = tiny_backbone(class_token=False)
+    assert pooled.num_prefix_tokens == 0 and pooled.num_tokens == 16
+    # The embedding norm is where CLIP has it: right after positions, before block 0.
+    pixels = np.random.default_rng(2).normal(size=(1, 16, 16, 3)).astype("float32")
+    _, scores = backbone(pixels, return_attention_scores=True)
+    assert len(scores) == 2 and tuple(scores[0].shape) == (1, 2, 17, 17)
+
+
+def test_the_image_converter_round_trips_and_normalises_per_channel(tmp_path):
+    mean, std = np.array([0.48, 0.46, 0.41]), np.array([0.27, 0.26, 0.28])
+    converter = ImageConverter(8, scale=list(1 / (255 * std)), offset=list(-mean / std))
+    images = np.random.default_rng(3).uniform(0, 255, (2, 8, 8, 3)).astype("float32")
+    expected = (images / 255 - mean) / std  # CLIP's processor, written out
+    np.testing.assert_allclose(numpy(converter(images)), expected, rtol=1e-5, atol=1e-5)
+    again = ImageConverter.from_config(converter.get_config())
+    np.testing.assert_array_equal(numpy(again(images)), numpy(converter(images)))
+
+
+def test_the_classifier_file_round_trips_with_its_parts(tmp_path):
+    model = VisionTransformer.from_architecture("vit-cifar-hybrid", num_layers=1)
+    images = np.random.default_rng(4).uniform(0, 255, (2, 32, 32, 3)).astype("uint8")
+    loaded = reloaded(model, tmp_path, "vit")
+    assert type(loaded.backbone) is ViTBackbone and type(loaded.preprocessor) is ImageConverter
+    np.testing.assert_array_equal(numpy(loaded(images)), numpy(model(images)))
+
+
+def test_a_classifier_file_saved_before_the_split_loads():
+    # The shipped file was saved before the split: its weights sit at the classifier's old
+    # attribute paths, which Keras alone no longer reads.
+    old = ROOT / "saved_models" / "vit-hybrid-cifar10" / "model.keras"
+    assert is_pre_split_file(old)
+    with pytest.raises(ValueError):
+        keras.saving.load_model(old)
+    model = zoo.load(str(old))
+    # Read right, it names the example photos as their folders do (9 of 12 before the split;
+    # a model with weights left at their initial values names every image alike).
+    folders = sorted((ROOT / "docs" / "examples" / "images").glob("*/*.jpg"))
+    images = np.stack([np.asarray(Image.open(p).convert("RGB").resize((32, 32)))
+                       for p in folders])
+    best = [labels[0][0] for labels in model.classify(images, top_k=1)]
+    assert sum(b == p.parent.name for b, p in zip(best, folders)) >= 9
