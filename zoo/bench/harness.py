@@ -251,7 +251,7 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
                     + ("" if peak else " --no-peak") + (" --dry-run" if dry_run else ""),
                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(
                         timespec="seconds"), dry_run=dry_run,
-                    cpu_flags=report.cpu_flags(), precision=precision or SETTINGS["precision"])
+                    cpu_flags=report.cpu_flags(), precision=precision or "float32")
     gpu_works = [w for w in works if w in GROUPS["gpu"]]
     if gpu_works:
         # Each result's `settings` and `precision` say what its worker ran; these are the
