@@ -50,7 +50,10 @@ def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any
     True
     """
     if dense.quantization_mode is None:
-        kernel, scale = dense.kernel, None
+        # In the layer's compute dtype also outside its call (a cache computed by the search,
+        # where no autocast scope casts the float32 variables of a mixed-precision policy):
+        # a bfloat16 input against a float32 kernel would be promoted to a float32 product.
+        kernel, scale = ops.cast(dense.kernel, dense.compute_dtype), None
     elif _widens_int8_weights(dense):
         kernel = ops.cast(dense._kernel, dense.compute_dtype)
         scale = _output_scale(dense, math.prod(kernel.shape[input_axes:]))
@@ -63,7 +66,7 @@ def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any
     if scale is not None:
         y = y / scale
     if dense.bias is not None:
-        y = y + ops.reshape(dense.bias, (-1,))
+        y = y + ops.reshape(ops.cast(dense.bias, y.dtype), (-1,))
     return ops.reshape(y, leading + out_shape)
 
 

@@ -26,15 +26,16 @@ figures: docs/benchmarks.md, "Training precision and oneDNN". `start_run` warns 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import keras
 
+from zoo.training.cpu_features import NATIVE_BFLOAT16_FLAGS, has_native_bfloat16
 from zoo.training.errors import UserError
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-# /proc/cpuinfo flags of CPUs that compute bfloat16 products natively.
-NATIVE_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+_WARNED: set[str] = set()
 
 
 def set_precision(name: str) -> keras.DTypePolicy:
@@ -93,18 +94,9 @@ def wrap_optimizer_for_precision(
 
 def cpu_has_native_bfloat16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> bool | None:
     """Whether the CPU computes bfloat16 natively: `NATIVE_BFLOAT16_FLAGS` among the flags of
-    `cpuinfo` (Linux's `/proc/cpuinfo`); None where there is no such file to tell."""
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return None
-    flags = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            flags.update(value.split())
-    return any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
+    `cpuinfo` (Linux's `/proc/cpuinfo`); None where there is no such file to tell
+    (`zoo.training.cpu_features.has_native_bfloat16`)."""
+    return has_native_bfloat16(cpuinfo)
 
 
 def bfloat16_warning(precision: str, devices: list[str] | None = None,
@@ -118,7 +110,7 @@ def bfloat16_warning(precision: str, devices: list[str] | None = None,
             that is not a CPU (a GPU, a TPU) means the run computes there.
         cpuinfo: the file whose flags tell the CPU's features.
     """
-    if precision != "mixed_bfloat16":
+    if precision not in ("mixed_bfloat16", "bfloat16"):
         return None
     if devices is None:
         devices = keras.distribution.list_devices()
@@ -129,3 +121,22 @@ def bfloat16_warning(precision: str, devices: list[str] | None = None,
     return ("mixed_bfloat16 on a CPU without native bfloat16 (none of "
             f"{', '.join(NATIVE_BFLOAT16_FLAGS)} in {cpuinfo}) trains slower than float32 "
             "here; --precision float32 is faster on this machine")
+
+
+def warn_once_if_slow_bfloat16(precision: str, doing: str = "runs") -> bool:
+    """Warns (a `UserWarning`, which the `zoo` command prints as one `zoo: warning:` line on
+    stderr) the first time in a process that `precision` asks for bfloat16 where the CPU
+    lacks it (`bfloat16_warning`): it still runs, slower. Returns whether it warned now.
+
+    Args:
+        precision: "mixed_bfloat16" or "bfloat16" (others never warn).
+        doing: the verb the line uses ("runs", "trains", "exports").
+    """
+    if precision in _WARNED:
+        return False
+    warning = bfloat16_warning(precision)
+    if not warning:
+        return False
+    _WARNED.add(precision)
+    warnings.warn(warning.replace("trains slower", f"{doing} slower"), stacklevel=2)
+    return True

@@ -1,6 +1,7 @@
 """`zoo bench`: the zoo against timm, keras-hub, Hugging Face and CTranslate2, in one run.
 
-    zoo bench [--work NAME ...] [--rounds N] [--seconds S] [--output FILE.json] [--dry-run]
+    zoo bench [--work NAME ...] [--rounds N] [--seconds S] [--precision P] [--no-peak]
+              [--output FILE.json] [--dry-run]
 
 Every (system, work) runs in a process of its own (one Keras backend per process:
 `zoo.bench.workers`; the GPU works' in `zoo.bench.gpu`), and the whole list is repeated
@@ -17,6 +18,14 @@ bfloat16 mixed precision, on a CPU in float32. `--dry-run` shrinks the GPU works
 `DRY_RUN` (2 layers, width 64, batch 4, 1 warm-up and 1 timed step) so that the whole GPU
 command can be tried on a CPU before a loan; the CPU works keep their shapes and run one
 warm-up and one timed call.
+
+Every run also measures the host's peak (`zoo.bench.peak`: a large matrix product in float32
+and bfloat16 on each backend the works use, interleaved with them) and reports each work's
+achieved FLOP/s (its count from its shapes, `zoo.bench.works.flops_per_unit`) as a fraction of
+it; `--no-peak` leaves it out. `--precision bfloat16` runs the works' products in bfloat16
+(Keras' `mixed_bfloat16`, timm under `torch.autocast`, Hugging Face's model in bfloat16,
+CTranslate2's `bfloat16` and `int8_bfloat16` compute types); the GPU works' default is
+bfloat16 on a GPU and float32 on a CPU (`zoo.bench.gpu.precision`).
 
 The table and the JSON are written by `zoo.bench.report`. This module imports nothing heavy:
 the workers do, each in its own process.
@@ -35,10 +44,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from zoo.bench import peak as host_peak
 from zoo.bench import report
 from zoo.recipes.checks import POSITIVE_INT, SECONDS, checked_type
-from zoo.bench.works import (DRY_RUN, GPU_SETTINGS, GROUPS, SETTINGS, SYSTEMS, WORKS,
-                             expand_works, gpu_work_settings)
+from zoo.training.cpu_features import has_native_bfloat16
+from zoo.bench.works import (DRY_RUN, GPU_SETTINGS, GROUPS, PEAK_BACKENDS, PEAK_SYSTEM,
+                             SETTINGS, SYSTEMS, WORKS, expand_works, flops_per_unit,
+                             gpu_work_settings)
 
 RESULT_PREFIX = "BENCH_RESULT "
 
@@ -59,6 +71,20 @@ class Job:
 def missing_modules(system: str) -> list[str]:
     """The modules `system` needs that this environment lacks (imports none of them)."""
     return [m for m in SYSTEMS[system] if importlib.util.find_spec(m) is None]
+
+
+def peak_jobs(jobs: Sequence[Job]) -> list[Job]:
+    """The `peak` jobs that `jobs` need: one per backend of theirs that `zoo.bench.peak`
+    measures and this environment has, where some job's work has a FLOP count (CTranslate2's
+    is set against the best backend's; none where `peak` itself is among `jobs`)."""
+    if any(job.work == "peak" for job in jobs) or not any(
+            flops_per_unit(job.work) is not None for job in jobs):
+        return []
+    backends = [b for b in PEAK_BACKENDS if any(job.backend == b for job in jobs)]
+    if not backends:
+        backends = [b for b in PEAK_BACKENDS if importlib.util.find_spec(b) is not None][:1]
+    return [Job("peak", PEAK_SYSTEM, b) for b in backends
+            if importlib.util.find_spec(b) is not None]
 
 
 def plan(works: Sequence[str], available: Callable[[str], list[str]] = missing_modules,
@@ -82,12 +108,14 @@ def plan(works: Sequence[str], available: Callable[[str], list[str]] = missing_m
 
 
 def run_worker(job: Job, seconds: float, timeout: float = 900.0,
-               dry_run: bool = False) -> list[dict]:
-    """Runs one job in a fresh process (`--dry-run` passed on); its results (a list of dicts
-    with `rate`, `unit` and perhaps `variant`, `device`, `precision`, `settings`), or one dict
-    with `error` or `skipped`."""
+               dry_run: bool = False, precision: str | None = None) -> list[dict]:
+    """Runs one job in a fresh process (`--dry-run` passed on, `precision` as
+    `ZOO_BENCH_PRECISION`); its results (a list of dicts with `rate`, `unit` and perhaps
+    `variant`, `device`, `precision`, `settings`), or one dict with `error` or `skipped`."""
     env = dict(os.environ, KERAS_BACKEND=job.backend if job.backend in (
         "tensorflow", "jax", "torch") else "tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
+    if precision is not None:
+        env["ZOO_BENCH_PRECISION"] = precision
     command = [sys.executable, "-m", "zoo.bench.workers", job.work, job.system, job.backend,
                "--seconds", str(seconds)] + (["--dry-run"] if dry_run else [])
     try:
@@ -185,7 +213,8 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
           output: str | os.PathLike | None = None,
           runner: Callable[[Job], list[dict]] | None = None,
           available: Callable[[str], list[str]] = missing_modules,
-          say: Callable[[str], None] = print, dry_run: bool = False) -> dict:
+          say: Callable[[str], None] = print, dry_run: bool = False,
+          precision: str | None = None, peak: bool = True) -> dict:
     """Plans, runs and reports a benchmark; writes and returns the JSON document.
 
     Args:
@@ -199,18 +228,30 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
         say: where progress lines go.
         dry_run: the GPU works at `DRY_RUN`'s size, every job one warm-up and one timed step
             (a check that the command runs, not a measurement).
+        precision: "float32" or "bfloat16" for every work (None: float32 on a CPU, the GPU
+            works bfloat16 on a GPU).
+        peak: measure the host's peak beside the works and give each work's fraction of it
+            (`zoo.bench.peak`).
     """
     command_works = list(works)
     works = expand_works(works)
     jobs = plan(works, available, say)
-    runner = runner or (lambda job: run_worker(job, seconds, dry_run=dry_run))
+    if peak:
+        jobs = peak_jobs(jobs) + jobs
+    if precision == "bfloat16" and has_native_bfloat16() is False:
+        say("bfloat16 on a CPU without native bfloat16 (no avx512_bf16 or amx_bf16 among its "
+            "flags): the works run, slower than in float32")
+    runner = runner or (lambda job: run_worker(job, seconds, dry_run=dry_run,
+                                               precision=precision))
     path = Path(output) if output is not None else report.default_output()
     settings = dict(SETTINGS, rounds=rounds, seconds=seconds, works=list(works),
                     command="zoo bench " + " ".join(f"--work {w}" for w in command_works)
                     + f" --rounds {rounds} --seconds {seconds:g}"
-                    + (" --dry-run" if dry_run else ""),
+                    + (f" --precision {precision}" if precision else "")
+                    + ("" if peak else " --no-peak") + (" --dry-run" if dry_run else ""),
                     date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-                        timespec="seconds"), dry_run=dry_run)
+                        timespec="seconds"), dry_run=dry_run,
+                    cpu_flags=report.cpu_flags(), precision=precision or "float32")
     gpu_works = [w for w in works if w in GROUPS["gpu"]]
     if gpu_works:
         # Each result's `settings` and `precision` say what its worker ran; these are the
@@ -228,13 +269,16 @@ def bench(works: Sequence[str], rounds: int = 3, seconds: float = 3.0,
         document.clear()
         document.update({"device": report.device(), "versions": report.versions(),
                          "settings": dict(settings, rounds_done=rounds_done),
-                         "results": results})
+                         "results": host_peak.with_fractions(results, dry_run)})
         report.write_results(document, path)
 
     results = run_rounds(jobs, rounds, runner, say, after_round=write, after_job=write)
     if not jobs:
         write(rounds, results)
-    say(report.format_table(results))
+    say(report.format_table([r for r in results if r["work"] != "peak"]))
+    fractions = host_peak.format_fractions(document["results"])
+    if fractions:
+        say(fractions)
     say(f"wrote {path}")
     return document
 
@@ -251,6 +295,13 @@ def add_arguments(parser: Any) -> None:
                         help="times the whole list runs, interleaved; the best round is kept")
     parser.add_argument("--seconds", type=checked_type(float, SECONDS), default=3.0,
                         help="timed seconds per system, work and round, after warm-up")
+    parser.add_argument("--precision", choices=host_peak.PRECISIONS, default=None,
+                        help="the works' products in float32 or bfloat16 (Keras "
+                             "mixed_bfloat16, torch autocast, CTranslate2's bfloat16 compute "
+                             "types); default float32 on a CPU, the GPU works bfloat16 on a GPU")
+    parser.add_argument("--no-peak", dest="peak", action="store_false",
+                        help="do not measure the host's peak (a large matrix product in "
+                             "float32 and bfloat16 per backend) nor the works' fraction of it")
     parser.add_argument("--output", default=None, metavar="FILE.json",
                         help="where the JSON goes (default: benchmarks/results/"
                              "bench-HOST-DATE.json)")
@@ -267,4 +318,4 @@ def main(args: Any) -> None:
     if args.rounds < 1:
         raise UserError(f"--rounds must be at least 1; got {args.rounds}")
     bench(args.work or ["cpu"], rounds=args.rounds, seconds=args.seconds,
-          output=args.output, dry_run=args.dry_run)
+          output=args.output, dry_run=args.dry_run, precision=args.precision, peak=args.peak)

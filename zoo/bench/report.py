@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from zoo.bench.works import SYSTEMS, WORKS
+from zoo.training.cpu_features import cpu_flags as read_cpu_flags
+from zoo.training.cpu_features import speed_flags
 
 
 def zoo_reference(results: Iterable[dict], work: str, variant: Any = None) -> float | None:
@@ -95,6 +97,13 @@ def device() -> str:
     return f"{name}, {os.cpu_count()} CPUs" + (f"; {', '.join(gpus)}" if gpus else "")
 
 
+def cpu_flags() -> list[str]:
+    """The CPU's flags that decide its products' speed in each precision (AVX2, AVX-512,
+    VNNI, BF16, FP16, AMX; `zoo.training.cpu_features.SPEED_FLAGS`): what names a host
+    kind's figures."""
+    return speed_flags()
+
+
 def versions() -> dict[str, str]:
     """Installed versions of the zoo's backends and of the peers (none imported)."""
     found = {"python": platform.python_version()}
@@ -155,14 +164,7 @@ def host_kind(cpu_flags: Sequence[str] | None = None,
     if gpus:
         return "gpu-" + (f"{len(gpus)}x-" if len(gpus) > 1 else "") + _slug(gpus[0])
     if cpu_flags is None:
-        cpu_flags = []
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("flags"):
-                    cpu_flags = line.split(":", 1)[1].split()
-                    break
-        except OSError:
-            pass
+        cpu_flags = sorted(read_cpu_flags() or ())
     for flag, kind in (("avx512f", "avx512"), ("avx2", "avx2")):
         if flag in cpu_flags:
             return kind

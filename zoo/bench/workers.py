@@ -6,8 +6,12 @@ Each worker builds its model with random weights (the same shapes for every syst
 `zoo.bench.works.WORKS`), warms it up, then repeats the work for `--seconds` and prints
 `BENCH_RESULT [{"rate": ..., "unit": ...}, ...]` (the rate over the timed calls). Set
 `KERAS_BACKEND` before starting one: `zoo.bench.harness` does. The GPU works
-(`zoo.bench.works.GROUPS`) are in `zoo.bench.gpu`. `--dry-run` makes every `measure` one warm-up and one timed call
-(and the GPU works tiny).
+(`zoo.bench.works.GROUPS`) are in `zoo.bench.gpu`, the host's peak (the `peak` work) in
+`zoo.bench.peak`. `ZOO_BENCH_PRECISION=bfloat16` (`zoo bench --precision bfloat16`) runs
+every system's products in bfloat16: Keras' `mixed_bfloat16` (the zoo, keras-hub), timm
+under `torch.autocast("cpu", dtype=torch.bfloat16)`, Hugging Face's model converted to
+bfloat16, CTranslate2's `bfloat16` compute type (and `int8_bfloat16` in the int8 works).
+`--dry-run` makes every `measure` one warm-up and one timed call (and the GPU works tiny).
 """
 
 from __future__ import annotations
@@ -21,18 +25,26 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zoo.bench import steps
+from zoo.bench.gpu import precision as chosen_precision
 from zoo.bench.harness import RESULT_PREFIX
 from zoo.bench.steps import (CACHE, keras_vit_model, measure, random_marian_model,
                              timm_vit_model, torchvision_or_stub)
-from zoo.bench.works import GROUPS, SETTINGS, VIT_B16, WORKS
+from zoo.bench.works import GROUPS, MT, SETTINGS, VIT_B16, VIT_TINY, WORKS
 from zoo.runtime import use_onednn
-
-VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
-            "num_heads": 3, "intermediate_dim": 384, "num_classes": 10}
-MT = {"vocabulary_size": 8000, "hidden_dim": 256, "num_encoder_layers": 3,
-      "num_decoder_layers": 3, "num_heads": 8, "intermediate_dim": 1024}
 DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared"
                            / "data"))
+
+
+def bfloat16() -> bool:
+    """Whether this worker runs its products in bfloat16 (`ZOO_BENCH_PRECISION`)."""
+    return chosen_precision(on_gpu=False) == "bfloat16"
+
+
+def set_keras_policy() -> None:
+    """Keras' global dtype policy for what is built next: `mixed_bfloat16` or float32."""
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if bfloat16() else "float32")
 
 
 def _vit_shape(work: str) -> tuple[dict, int]:
@@ -51,6 +63,7 @@ def keras_vit_step(work: str, system: str, int8: bool = False
     import numpy as np
 
     shape, batch = _vit_shape(work)
+    set_keras_policy()
     model, images = keras_vit_model(system, shape, batch)
     if int8:
         from zoo.models.quantization import quantize_model
@@ -73,14 +86,16 @@ def keras_vit(work: str, system: str, seconds: float, int8: bool = False) -> flo
 
 def int8_and_float(work: str, system: str, seconds: float) -> list[dict]:
     """An int8 work's job: the float32 and the int8 rate of `work` less its "-int8", in one
-    process, each a variant."""
+    process, each a variant (in bfloat16: "bfloat16" and "int8_bfloat16", CTranslate2's
+    names, the zoo's int8 weights under `mixed_bfloat16`)."""
     base = work.removesuffix("-int8")
     results = []
-    for variant in ("float32", "int8"):
+    for variant in (("bfloat16", "int8_bfloat16") if bfloat16() else ("float32", "int8")):
+        int8 = variant.startswith("int8")
         if base.startswith("vit"):
-            rate = keras_vit(base, system, seconds, int8=variant == "int8")
+            rate = keras_vit(base, system, seconds, int8=int8)
         elif system == "zoo":
-            rate = zoo_translation(base, seconds, int8=variant == "int8")
+            rate = zoo_translation(base, seconds, int8=int8)
         else:
             rate = ctranslate2_translation(base, seconds, compute_type=variant)
         results.append({"variant": variant, "rate": rate})
@@ -97,13 +112,16 @@ def timm_vit(work: str, system: str, seconds: float) -> tuple[float, str]:
     labels = torch.randint(0, shape["num_classes"], (batch,))
     if system == "timm-compiled":
         model = torch.compile(model)
+    # bfloat16 products, float32 weights and optimizer state: PyTorch's mixed precision.
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16())
     if work == "vit-tiny-train":
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
+            with autocast:
+                loss = torch.nn.functional.cross_entropy(model(images), labels)
             loss.backward()
             optimizer.step()
             loss.item()
@@ -112,7 +130,7 @@ def timm_vit(work: str, system: str, seconds: float) -> tuple[float, str]:
     model.eval()
 
     def infer() -> None:
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast:
             model(images).sum().item()
 
     return measure(infer, batch, seconds), note
@@ -145,6 +163,7 @@ def zoo_translation(work: str, seconds: float, int8: bool = False) -> float:
     from zoo.models.translator.model import Translator
 
     keras.utils.set_random_seed(0)
+    set_keras_policy()
     model = Translator(dropout=0.0, suppressed_token_ids=[END_ID], **MT)
     model.ensure_built()
     if int8:
@@ -212,6 +231,8 @@ def hf_translation(work: str, seconds: float) -> float:
     import torch
 
     model, tokenizer = marian(CACHE / "marian-hf")
+    if bfloat16():
+        model = model.to(torch.bfloat16)
     source = torch.from_numpy(random_source(
         np.random.default_rng(0), tokenizer.eos_token_id, low=2))
     new = SETTINGS["mt_new_tokens"]
@@ -229,7 +250,8 @@ def hf_translation(work: str, seconds: float) -> float:
 def ctranslate2_translation(work: str, seconds: float, compute_type: str = "default"
                             ) -> float:
     """CTranslate2 running the same Marian model after its `TransformersConverter`, its
-    weights in `compute_type` ("int8": quantized as it loads)."""
+    weights in `compute_type` ("int8", "int8_bfloat16": quantized as it loads; "default":
+    "bfloat16" in a bfloat16 run)."""
     import ctranslate2
     import numpy as np
 
@@ -239,6 +261,8 @@ def ctranslate2_translation(work: str, seconds: float, compute_type: str = "defa
     if not (folder / "model.bin").exists():
         ctranslate2.converters.TransformersConverter(str(hf_folder)).convert(
             str(folder), force=True)
+    if compute_type == "default" and bfloat16():
+        compute_type = "bfloat16"
     translator = ctranslate2.Translator(str(folder), device="cpu", inter_threads=1,
                                         intra_threads=os.cpu_count() or 1,
                                         compute_type=compute_type)
@@ -303,17 +327,24 @@ def served_translation(seconds: float) -> list[dict]:
     return results
 
 
-def run(work: str, system: str, seconds: float, dry_run: bool = False) -> list[dict]:
+def run(work: str, system: str, seconds: float, dry_run: bool = False,
+        backend: str = "tensorflow") -> list[dict]:
     """One job's results: `[{"rate": ..., "unit": ..., ...}]`."""
     unit = WORKS[work].unit
+    if work == "peak":
+        from zoo.bench.peak import measure_peak
+
+        return measure_peak(backend, seconds, dry_run)
     if work in GROUPS["gpu"]:
         from zoo.bench import gpu
 
         return gpu.run(work, system, seconds, dry_run)
     if work == "mt-served":
         return [dict(r, unit=unit) for r in served_translation(seconds)]
+    precision = "bfloat16" if bfloat16() else "float32"
     if work in GROUPS["int8"]:
-        return [dict(r, unit=unit) for r in int8_and_float(work, system, seconds)]
+        return [dict(r, unit=unit, precision=precision)
+                for r in int8_and_float(work, system, seconds)]
     detail = ""
     if work.startswith("vit"):
         if system.startswith("timm"):
@@ -326,7 +357,7 @@ def run(work: str, system: str, seconds: float, dry_run: bool = False) -> list[d
         rate = hf_translation(work, seconds)
     else:
         rate = ctranslate2_translation(work, seconds)
-    result = {"rate": rate, "unit": unit}
+    result = {"rate": rate, "unit": unit, "precision": precision}
     if detail:
         result["detail"] = detail
     return [result]
@@ -343,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     use_onednn()  # the zoo's TensorFlow as the `zoo` command runs it
     steps.DRY_RUN = args.dry_run
-    results = run(args.work, args.system, args.seconds, args.dry_run)
+    results = run(args.work, args.system, args.seconds, args.dry_run, args.backend)
     print(RESULT_PREFIX + json.dumps(results), flush=True)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from zoo.bench import flops
+
 # The systems, in the table's column order, and the modules each needs.
 SYSTEMS: dict[str, tuple[str, ...]] = {
     "zoo": ("keras",),
@@ -18,7 +20,12 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "keras-hub": ("keras_hub",),
     "hf": ("torch", "transformers"),
     "ctranslate2": ("ctranslate2", "transformers", "torch", "sentencepiece"),
+    # The host's peak (`zoo.bench.peak`): a large matrix product on each backend the works
+    # use (the backend's own module is checked before its job is planned).
+    "matmul": (),
 }
+PEAK_SYSTEM = "matmul"
+PEAK_BACKENDS = ("tensorflow", "jax", "torch")
 
 _VISION = (("zoo", "tensorflow"), ("zoo", "jax"), ("timm", "torch"),
            ("timm-compiled", "torch"), ("keras-hub", "jax"))
@@ -78,6 +85,9 @@ WORKS: dict[str, Work] = {w.name: w for w in (
          _GPU_MT_GENERATE),
     Work("vit-cifar-small-train", "vit-cifar-small (32 px / patch 4, 7 x 384, 8 heads, MLP "
          "384, 10 classes): AdamW train step, batch 512", "images/s", _GPU_CIFAR),
+    Work("peak", "the host's peak: a square matrix product (4096, on a GPU 8192) in float32 "
+         "and bfloat16 on each backend the other works use", "GFLOP/s",
+         tuple((PEAK_SYSTEM, backend) for backend in PEAK_BACKENDS)),
 )}
 
 # Names that `--work` takes for several works. `cpu`, the default, is every work sized for
@@ -91,13 +101,21 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "mt-base-beam4", "vit-cifar-small-train"),
 }
 
+# The CPU works' models (random weights; the same shapes for every system).
+VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
+            "num_heads": 3, "intermediate_dim": 384, "num_classes": 10}
+MT = {"vocabulary_size": 8000, "hidden_dim": 256, "num_encoder_layers": 3,
+      "num_decoder_layers": 3, "num_heads": 8, "intermediate_dim": 1024}
+
 # The settings every worker uses (written into the JSON).
 SETTINGS: dict[str, Any] = {
     "vit_train_batch": 128, "vit_infer_batch": 256, "vit_b16_batch": 8,
     "mt_sentences": 32, "mt_source_tokens": 24, "mt_new_tokens": 32,
     "served_model": "translator-multi30k-en-de", "served_beams": [1, 4], "served_batches": [1, 32],
     "weights": "random (mt-served: the shipped translator)", "dropout": 0.0,
-    "precision": "float32",
+    "precision": "float32 (--precision bfloat16: Keras mixed_bfloat16, torch.autocast "
+                 "bfloat16 for timm, Hugging Face's model in bfloat16, CTranslate2's "
+                 "bfloat16 and int8_bfloat16 compute types)",
 }
 
 # The GPU works' models (the CPU works' are in `zoo.bench.workers`).
@@ -191,3 +209,38 @@ def expand_works(names: Sequence[str]) -> list[str]:
             if work not in works:
                 works.append(work)
     return works
+
+
+def flops_per_unit(work: str, dry_run: bool = False) -> float | None:
+    """The floating-point operations (matrix products, `zoo.bench.flops`) of one unit of
+    `work` (an image, a token, a target token) from its shapes; None for a work whose count
+    its shapes do not give (`mt-served`: real sentences of every length; the int8 works;
+    `peak`).
+
+    Example:
+        >>> round(flops_per_unit("vit-tiny-train") / 1e9, 3)   # GFLOP per image
+        0.752
+    """
+    if work in GROUPS["gpu"]:
+        s = gpu_work_settings(work, dry_run)
+        model, batch = s["model"], s["batch"]
+        if work.startswith("vit"):
+            per_image = flops.vit_train_flops if s["train"] else flops.vit_forward_flops
+            return float(per_image(model))
+        if s["train"]:
+            return flops.translation_train_flops(
+                model, batch, s["source_tokens"], s["target_tokens"]) / (
+                    batch * s["target_tokens"])
+        return flops.generation_flops(model, batch, s["source_tokens"], s["new_tokens"],
+                                      s["beam"]) / (batch * s["new_tokens"])
+    if work == "vit-tiny-train":
+        return float(flops.vit_train_flops(VIT_TINY))
+    if work in ("vit-tiny-infer", "vit-b16-infer"):
+        return float(flops.vit_forward_flops(VIT_TINY if work == "vit-tiny-infer"
+                                             else VIT_B16))
+    if work in ("mt-greedy", "mt-beam4"):
+        sentences, new = SETTINGS["mt_sentences"], SETTINGS["mt_new_tokens"]
+        return flops.generation_flops(
+            MT, sentences, SETTINGS["mt_source_tokens"], new,
+            beam=4 if work == "mt-beam4" else 1) / (sentences * new)
+    return None

@@ -287,7 +287,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     with notes_on_stderr():
         path = export_model(args.model, args.output, version=args.version, force=args.force,
                             beam_size=args.beam_size, alpha=args.alpha, top_k=args.top_k,
-                            name=args.name, progress=True)
+                            name=args.name, progress=True, precision=args.precision)
     print(path)
 
 

@@ -183,6 +183,10 @@ def _add_export(sub: Any) -> None:
     p.add_argument("--alpha", type=checked_type(float, LENGTH_PENALTY), default=0.6,
                    help="translator: length-penalty exponent in the graph")
     p.add_argument("--top-k", type=POSITIVE, default=5, help="vit: labels returned per image")
+    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+                   help="the graph's products in bfloat16 (float32 weights, inputs and "
+                        "outputs): faster where the CPU has AMX or AVX-512 BF16, slower "
+                        "elsewhere")
     p.set_defaults(func=cmd_export)
 
 

@@ -210,7 +210,8 @@ def resolve(name_or_path: str) -> Path:
 
 
 def load(name_or_path: str, compile: bool = False, expect: type | None = None,
-         num_classes: int | None = None, class_names: Any = None) -> keras.Model:
+         num_classes: int | None = None, class_names: Any = None,
+         dtype: str | None = None) -> keras.Model:
     """Loads a zoo model, ready to use: `zoo.load("translator-multi30k-en-de")`.
 
     Args:
@@ -225,6 +226,9 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
         num_classes, class_names: a ViT with a new head for these classes (timm's
             `create_model(..., num_classes=)`; `VisionTransformer.with_new_head`) where they
             differ from the model's; either alone is enough.
+        dtype: a dtype policy to run in, e.g. "mixed_bfloat16": float32 weights, products
+            in bfloat16 (the translator's key/value cache too), float32 logits; where the
+            CPU lacks native bfloat16 it runs slower, said once. None keeps the stored one.
 
     Returns:
         The `keras.Model` (a `Translator`, a `VisionTransformer` or a `SentenceEncoder`).
@@ -306,6 +310,12 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
     elif num_classes is not None or class_names is not None:
         raise UserError(f"num_classes and class_names are a ViT's; {name_or_path!r} is a "
                         f"{type(model).__name__}")
+    if dtype is not None:
+        from zoo.models.surgery import in_dtype
+
+        preset_name = model.preset_name
+        model = in_dtype(model, dtype)
+        model.preset_name = preset_name
     return model
 
 

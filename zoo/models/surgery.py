@@ -129,3 +129,35 @@ def in_run_options(model: Any, dropout: float | None = None) -> Any:
     if dropout is None and model.dtype_policy.name == policy.name:
         return model
     return model.with_training_options(dropout=dropout, dtype=policy)
+
+
+def in_dtype(model: Any, dtype: str) -> Any:
+    """A trained model that runs under the dtype policy `dtype` (e.g. "mixed_bfloat16":
+    float32 weights, bfloat16 products and key/value cache, float32 logits): `model` itself
+    when it already does, else its copy (`with_training_options`), a ViT called once
+    symbolically as `zoo.load` leaves it. Where the CPU lacks native bfloat16 it still runs,
+    slower, and says so once (`zoo.training.precision.warn_once_if_slow_bfloat16`).
+
+    Raises:
+        UserError: `dtype` is no Keras dtype policy, or `model` has no
+            `with_training_options` (not a Translator or VisionTransformer).
+    """
+    import keras
+
+    from zoo.training.precision import warn_once_if_slow_bfloat16
+
+    try:
+        policy = keras.dtype_policies.get(dtype)
+    except ValueError:
+        raise UserError(f"unknown dtype {dtype!r}; expected a Keras dtype policy such as "
+                        "'float32' or 'mixed_bfloat16'") from None
+    if policy.name == model.dtype_policy.name:
+        return model
+    if not hasattr(model, "with_training_options"):
+        raise UserError(f"dtype applies to a Translator or a VisionTransformer; got a "
+                        f"{type(model).__name__}")
+    warn_once_if_slow_bfloat16(policy.name)
+    changed = model.with_training_options(dtype=policy)
+    if hasattr(changed, "image_shape"):
+        changed(keras.Input(tuple(changed.image_shape)))
+    return changed

@@ -40,7 +40,7 @@ def test_bench_interleaves_rounds_keeps_the_best_and_skips_missing_peers(tmp_pat
     document = bench.bench(["mt-greedy"], rounds=3, seconds=0.1, output=output,
                            runner=_fake_runner(rates, calls),
                            available=lambda system: missing.get(system, []),
-                           say=lines.append)
+                           say=lines.append, peak=False)
 
     # Skipped once, with a line naming the system and what it lacks.
     assert "skipped ctranslate2: ctranslate2 not installed (pip install " \
@@ -140,7 +140,7 @@ def test_a_run_cut_short_keeps_the_rounds_it_finished(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         bench.bench(["mt-beam4"], rounds=3, output=output, runner=runner,
                     available=lambda system: [] if system != "ctranslate2" else ["x"],
-                    say=lambda line: None)
+                    say=lambda line: None, peak=False)
     written = json.loads(output.read_text())
     assert written["settings"]["rounds_done"] == 1
     assert [r["rate"] for r in written["results"]] == [1.0, 2.0, 3.0]
@@ -207,8 +207,9 @@ def test_the_gpu_group_plans_anchors_systems_and_the_default_stays_the_cpu_works
     assert expand_works(["vit-b16-train", "gpu", "mt-greedy"]) == (
         ["vit-b16-train"] + [w for w in GROUPS["gpu"] if w != "vit-b16-train"]
         + ["mt-greedy"])
-    # Every work is in exactly one group, and the default (`cpu`) has no GPU work.
-    assert sorted(GROUPS["cpu"] + GROUPS["int8"] + GROUPS["gpu"]) == sorted(WORKS)
+    # Every work but the host's peak (which every run adds) is in exactly one group, and the
+    # default (`cpu`) has no GPU work.
+    assert sorted(GROUPS["cpu"] + GROUPS["int8"] + GROUPS["gpu"] + ("peak",)) == sorted(WORKS)
     assert not set(GROUPS["cpu"]) & set(GROUPS["gpu"])
     assert set(GROUPS["cpu"]) == {"vit-tiny-train", "vit-tiny-infer", "vit-b16-infer",
                                   "mt-greedy", "mt-beam4", "mt-served"}
@@ -280,10 +281,10 @@ def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_pat
 
     lines: list[str] = []
     document = bench.bench(["gpu"], rounds=1, output=tmp_path / "gpu.json", runner=runner,
-                           available=lambda system: [], say=lines.append, dry_run=True)
+                           available=lambda system: [], say=lines.append, dry_run=True, peak=False)
     settings = document["settings"]
     assert settings["dry_run"] is True
-    assert settings["command"] == "zoo bench --work gpu --rounds 1 --seconds 3 --dry-run"
+    assert settings["command"] == "zoo bench --work gpu --rounds 1 --seconds 3 --no-peak --dry-run"
     assert settings["works"] == list(GROUPS["gpu"])
     assert settings["gpu"]["works"]["vit-b16-train"]["batch"] == 4
     assert settings["gpu"]["dry_run"]["hidden_dim"] == 64
@@ -294,7 +295,7 @@ def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_pat
     # The CPU works' JSON has no GPU settings.
     cpu = bench.bench(["mt-greedy"], rounds=1, output=tmp_path / "cpu.json",
                       runner=lambda job: [{"rate": 1.0}], available=lambda system: [],
-                      say=lambda line: None)
+                      say=lambda line: None, peak=False)
     assert "gpu" not in cpu["settings"] and cpu["settings"]["dry_run"] is False
 
 
@@ -303,7 +304,7 @@ def test_full_size_gpu_works_without_a_gpu_say_so(tmp_path, monkeypatch):
     lines: list[str] = []
     bench.bench(["mt-base-beam4"], rounds=1, output=tmp_path / "b.json",
                 runner=lambda job: [{"rate": 1.0}], available=lambda system: [],
-                say=lines.append)
+                say=lines.append, peak=False)
     assert any(line.startswith("no GPU found (nvidia-smi): mt-base-beam4 will run at full "
                                "size") for line in lines)
 
@@ -345,7 +346,7 @@ def test_a_run_cut_short_within_a_round_keeps_the_jobs_it_finished(tmp_path):
     output = tmp_path / "bench.json"
     with pytest.raises(KeyboardInterrupt):
         bench.bench(["mt-base-beam4", "mt-base-greedy"], rounds=2, output=output,
-                    runner=runner, available=lambda system: [], say=lambda line: None)
+                    runner=runner, available=lambda system: [], say=lambda line: None, peak=False)
     written = json.loads(output.read_text())
     assert written["settings"]["rounds_done"] == 0
     assert [(r["work"], r["system"], r["rate"]) for r in written["results"]] == [
@@ -408,7 +409,7 @@ def test_a_dry_run_of_the_zoo_trains_tiny_vit_b16_and_mt_base_without_tensorflow
     lines: list[str] = []
     document = bench.bench(["vit-b16-train", "mt-base-train"], rounds=1,
                            output=tmp_path / "dry.json", dry_run=True, say=lines.append,
-                           available=lambda system: [] if system == "zoo" else ["peer"])
+                           available=lambda system: [] if system == "zoo" else ["peer"], peak=False)
     results = {r["work"]: r for r in document["results"]}
     assert set(results) == {"vit-b16-train", "mt-base-train"}, lines
     for work, result in results.items():

@@ -1,0 +1,155 @@
+"""The host's peak, and every work's rate as a fraction of it.
+
+`zoo bench` runs the `peak` work beside the others (interleaved with them, its best round
+kept, as every job's): a square matrix product, 4096 x 4096 by 4096 x 4096 on a CPU (8192 on
+a GPU), in float32 and in bfloat16, on each backend the other works use (TensorFlow with
+oneDNN as the zoo runs it, JAX/XLA, PyTorch), timed by `zoo.bench.steps.measure`. Nothing
+does more useful arithmetic per second on a host than one large product, so its rate is the
+limit that a work's achieved FLOP/s (`zoo.bench.works.flops_per_unit` times its rate) is
+measured against: `with_fractions` adds `flops_per_unit`, `achieved_gflops`, `peak_gflops`
+and `fraction_of_peak` to every result that has a count, against the peak of its own backend
+in its own precision (CTranslate2, whose products the bench cannot call alone, against the
+best backend's), and `format_fractions` prints them.
+
+This module imports nothing heavy; `measure_peak` imports its backend when it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from zoo.bench.works import PEAK_BACKENDS, PEAK_SYSTEM, SYSTEMS, WORKS, flops_per_unit
+from zoo.bench.flops import matmul_flops
+
+SIZES = {"cpu": 4096, "gpu": 8192, "dry_run": 256}
+PRECISIONS = ("float32", "bfloat16")
+
+
+def _size(where: str, dry_run: bool) -> int:
+    return SIZES["dry_run"] if dry_run else SIZES["gpu" if where in ("gpu", "cuda") else "cpu"]
+
+
+def _matmul_step(backend: str, precision: str, dry_run: bool
+                 ) -> tuple[Callable[[], Any], int, str]:
+    """`(step, size, device)`: one `size`-square product of random matrices in `precision`
+    on `backend`'s first device, finished before `step` returns."""
+    import numpy as np
+
+    def operands(where: str) -> tuple[Any, Any]:
+        size = _size(where, dry_run)
+        rng = np.random.default_rng(0)
+        return tuple(rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        a, b = (tf.cast(tf.constant(m), precision) for m in operands("cpu"))
+        return lambda: tf.linalg.matmul(a, b)[0, 0].numpy(), _size("cpu", dry_run), "cpu"
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        where = jax.devices()[0].platform
+        a, b = (jnp.asarray(m, dtype=precision) for m in operands(where))
+        product = jax.jit(jnp.matmul)
+        return lambda: product(a, b).block_until_ready(), _size(where, dry_run), where
+    if backend == "torch":
+        import torch
+
+        where = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        a, b = (torch.from_numpy(m).to(where, getattr(torch, precision))
+                for m in operands(where.type))
+
+        def step() -> None:
+            torch.mm(a, b)
+            if where.type == "cuda":
+                torch.cuda.synchronize()
+
+        return step, _size(where.type, dry_run), where.type
+    raise ValueError(f"no peak measurement for backend {backend!r}; expected one of "
+                     f"{', '.join(PEAK_BACKENDS)}")
+
+
+def measure_peak(backend: str, seconds: float, dry_run: bool = False) -> list[dict]:
+    """The `peak` work's job on `backend`: one result per precision, `variant` the precision,
+    `rate` in GFLOP/s, `detail` the product's size and device."""
+    from zoo.bench.steps import measure
+
+    results = []
+    for precision in PRECISIONS:
+        step, size, where = _matmul_step(backend, precision, dry_run)
+        rate = measure(step, matmul_flops(size), seconds, warmup=1, min_calls=2) / 1e9
+        results.append({"variant": precision, "rate": rate, "unit": WORKS["peak"].unit,
+                        "detail": f"{size}^3 product on {where}", "precision": precision})
+    return results
+
+
+def peak_precision(result: dict) -> str:
+    """"bfloat16" for a result that ran its products in bfloat16 (its `precision` or, for
+    CTranslate2's compute types, its `variant` says so), else "float32"."""
+    said = f"{result.get('precision', '')} {result.get('variant') or ''}"
+    return "bfloat16" if "bfloat16" in said else "float32"
+
+
+def peaks(results: Sequence[dict]) -> dict[tuple[str, str], float]:
+    """`{(backend, precision): GFLOP/s}` of the `peak` results that have a rate, and
+    `("best", precision)`: the highest of each precision."""
+    found: dict[tuple[str, str], float] = {}
+    for r in results:
+        if r["work"] == "peak" and r.get("rate") is not None:
+            found[(r["backend"], r["variant"])] = r["rate"]
+            best = found.get(("best", r["variant"]), 0.0)
+            found[("best", r["variant"])] = max(best, r["rate"])
+    return found
+
+
+def with_fractions(results: Sequence[dict], dry_run: bool = False) -> list[dict]:
+    """Copies of `results`, each with a FLOP count (`zoo.bench.works.flops_per_unit`) given
+    `flops_per_unit` and, where it has a rate, `achieved_gflops`; and where the peak of its
+    backend (else the best backend's) in its precision was measured, `peak_gflops`,
+    `peak_of` (`"<backend> <precision>"`) and `fraction_of_peak`."""
+    measured = peaks(results)
+    out = []
+    for result in results:
+        result = dict(result)
+        count = flops_per_unit(result["work"], dry_run)
+        if count is not None:
+            result["flops_per_unit"] = count
+        if count is not None and result.get("rate") is not None:
+            result["achieved_gflops"] = result["rate"] * count / 1e9
+            precision = peak_precision(result)
+            for backend in (result["backend"], "best"):
+                peak = measured.get((backend, precision))
+                if peak:
+                    result.update(peak_gflops=peak, peak_of=f"{backend} {precision}",
+                                  fraction_of_peak=result["achieved_gflops"] / peak)
+                    break
+        out.append(result)
+    return out
+
+
+def format_fractions(results: Sequence[dict]) -> str:
+    """A Markdown table of the host's peaks (GFLOP/s per backend and precision), then one row
+    per (work, variant, system, backend) with a count: GFLOP per unit, achieved GFLOP/s and
+    the fraction of its peak. Empty when nothing has a count or a peak."""
+    lines = []
+    peak_rows = [r for r in results if r["work"] == "peak" and r.get("rate") is not None]
+    if peak_rows:
+        lines += ["| peak (square product) | backend | precision | GFLOP/s |",
+                  "|---|---|---|---|"]
+        lines += [f"| {r.get('detail', '')} | {r['backend']} | {r['variant']} | "
+                  f"{r['rate']:,.1f} |" for r in peak_rows]
+    rows = [r for r in results if r.get("achieved_gflops") is not None]
+    if rows:
+        order = {system: i for i, system in enumerate(list(SYSTEMS) + [PEAK_SYSTEM])}
+        rows.sort(key=lambda r: (list(WORKS).index(r["work"]), order.get(r["system"], 99)))
+        lines += ["", "| work | system (backend) | GFLOP per unit | GFLOP/s | of peak |",
+                  "|---|---|---|---|---|"]
+        for r in rows:
+            work = r["work"] + (f", {r['variant']}" if r.get("variant") else "")
+            share = (f"{100 * r['fraction_of_peak']:.0f}% of {r['peak_of']}"
+                     if "fraction_of_peak" in r else "no peak measured")
+            lines.append(f"| {work} | {r['system']} ({r['backend']}) | "
+                         f"{r['flops_per_unit'] / 1e9:.4g} | {r['achieved_gflops']:,.1f} | "
+                         f"{share} |")
+    return "\n".join(lines).strip("\n")
