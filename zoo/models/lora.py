@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import keras
 from keras import ops
 
+from zoo.layers.keras_internals import nested_layers
 from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 
@@ -90,6 +91,22 @@ def _set_trainable(layer: keras.layers.Layer, value: bool) -> None:
     already holds `value` (on TensorFlow, Keras skips assigning an attribute its own value)."""
     layer.trainable = not value
     layer.trainable = value
+
+
+def _outside_blocks(layer: keras.layers.Layer, blocks: set[int]) -> list[keras.layers.Layer]:
+    """The sub-layers of `layer` that hold none of the `blocks` (ids), descending into those
+    that hold some (a task's backbone), so that freezing them leaves the blocks alone."""
+    outside = []
+    inside = nested_layers(layer)
+    deeper = {id(x) for sub in inside for x in nested_layers(sub)}
+    for sub in (sub for sub in inside if id(sub) not in deeper):  # the direct sub-layers
+        if id(sub) in blocks:
+            continue
+        if blocks.intersection(id(x) for x in nested_layers(sub)):
+            outside += _outside_blocks(sub, blocks)
+        else:
+            outside.append(sub)
+    return outside
 
 
 def _base_kernel(layer: keras.layers.Layer) -> keras.Variable:
@@ -207,8 +224,8 @@ class LoraAdaptation:
         blocks = {id(block) for block in self._lora_blocks()}
         trained = self._lora_trained_layers()
         _set_trainable(self, True)  # every layer and weight, as freeze_blocks may have left them
-        for layer in self.layers:
-            if id(layer) not in blocks and all(layer is not t for t in trained):
+        for layer in _outside_blocks(self, blocks):
+            if all(layer is not t for t in trained):
                 _set_trainable(layer, False)
         for variable in self.weights:
             variable.trainable = False
