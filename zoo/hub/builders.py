@@ -202,10 +202,29 @@ def build_sentence_encoder(folder: Path, config: Mapping[str, Any], name: str) -
     return model
 
 
+def build_clip(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `CLIPModel` checkpoint as a `CLIP` with its tokenizer and the image processor's
+    normalisation (`zoo.converters.clip.clip_from_hf`)."""
+    from zoo.converters._config import config_value
+    from zoo.converters.clip import clip_from_hf
+    from zoo.models.clip.preprocessor import OPENAI_MEAN, OPENAI_STD
+    from zoo.text.clip_tokenizer import CLIPTokenizer
+
+    context = config_value(config.get("text_config") or {}, "max_position_embeddings", 77)
+    tokenizer = CLIPTokenizer.from_folder(folder, sequence_length=context)
+    processor = _read_json(folder / "preprocessor_config.json")
+    where = str(processor.path)
+    mean = _channels(processor.get("image_mean", OPENAI_MEAN), "mean", where)
+    std = _channels(processor.get("image_std", OPENAI_STD), "std", where)
+    return clip_from_hf(checkpoint_tensors(folder), config, tokenizer=tokenizer,
+                        mean=mean.tolist(), std=std.tolist(), name=name)
+
+
 BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "vit": build_vit,
     "deit": build_deit,
     "timm-vit": build_timm_vit,
     "marian": build_marian,
     "sentence-encoder": build_sentence_encoder,
+    "clip": build_clip,
 }

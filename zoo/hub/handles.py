@@ -21,6 +21,7 @@ The architecture is read from `config.json`:
     timm ViT (`architecture`, `pretrained_cfg`) -> VisionTransformer (timm's `label_names`)
     MarianMTModel (OPUS-MT)        -> Translator with a `zoo.text.marian.MarianTokenizer`
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
+    CLIPModel                      -> CLIP with its `zoo.text.clip_tokenizer.CLIPTokenizer`
 
 DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification; the
 distilled ones (`facebook/deit-*-distilled-*`, DeiTForImageClassificationWithTeacher) become
@@ -68,16 +69,17 @@ SUPPORTED_ARCHITECTURES = {
     "DeiTForImageClassificationWithTeacher": "deit",
     "MarianMTModel": "marian",
     "BertModel": "sentence-encoder",
+    "CLIPModel": "clip",
 }
 SUPPORTED_DESCRIPTION = ("ViTForImageClassification, DeiTForImageClassification[WithTeacher] "
                          "(distilled DeiTs), timm ViTs (vit_*/deit_* with a class token, not "
                          "the distilled deit_*_distilled_*), MarianMTModel (OPUS-MT), BERT "
-                         "sentence-transformers models")
+                         "sentence-transformers models, CLIPModel")
 # What a conversion reads from a repository (the weights are fetched separately).
 _CONFIG_FILES = ["config.json", "preprocessor_config.json", "tokenizer_config.json",
                  "special_tokens_map.json", "source.spm", "target.spm", "vocab.json",
                  "target_vocab.json", "vocab.txt", "tokenizer.json", "modules.json",
-                 "sentence_bert_config.json", "1_Pooling/config.json"]
+                 "sentence_bert_config.json", "1_Pooling/config.json", "merges.txt"]
 _SAFETENSORS_FILES = ["model.safetensors", "model.safetensors.index.json",
                       "model-*-of-*.safetensors"]
 _PICKLE_FILE = "pytorch_model.bin"

@@ -95,14 +95,21 @@ def _set_trainable(layer: keras.layers.Layer, value: bool) -> None:
 def _freeze_outside(layers: Sequence[keras.layers.Layer], blocks: set[int],
                     trained: Sequence[keras.layers.Layer]) -> None:
     """Sets `trainable=False` on `layers` but the blocks (ids in `blocks`) and `trained`,
-    going into a model (a task's backbone) that holds blocks."""
+    going into a model (a task's backbone, a tower of it) that holds blocks."""
     for layer in layers:
         if id(layer) in blocks or any(layer is t for t in trained):
             continue
-        if isinstance(layer, keras.Model) and any(id(sub) in blocks for sub in layer.layers):
+        if _holds_blocks(layer, blocks):
             _freeze_outside(layer.layers, blocks, trained)
         else:
             _set_trainable(layer, False)
+
+
+def _holds_blocks(layer: keras.layers.Layer, blocks: set[int]) -> bool:
+    """Whether `layer` is a model holding some of the blocks, at any depth (CLIP's backbone
+    holds two towers that hold them)."""
+    return isinstance(layer, keras.Model) and any(
+        id(sub) in blocks or _holds_blocks(sub, blocks) for sub in layer.layers)
 
 
 def _base_kernel(layer: keras.layers.Layer) -> keras.Variable:
