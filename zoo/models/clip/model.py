@@ -21,7 +21,7 @@ import keras
 from keras import ops
 
 from zoo.models.clip.backbone import CLIPBackbone
-from zoo.models.clip.preprocessor import CLIPPreprocessor, pair_dataset
+from zoo.models.clip.preprocessor import CLIPPreprocessor, pair_inputs
 from zoo.models.clip.zero_shot import CLIPInference
 from zoo.models.task import Task
 from zoo.text.clip_tokenizer import CLIPTokenizer
@@ -130,22 +130,20 @@ class CLIP(CLIPInference, Task):
         """AdamW at 1e-5 with weight decay 0.1: a fine-tuning rate for a trained CLIP."""
         return {"optimizer": keras.optimizers.AdamW(1e-5, weight_decay=0.1)}
 
-    def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None,
-            shuffle: bool = True, **kwargs: Any) -> keras.callbacks.History:
+    def fit(self, x: Any = None, y: Any = None, **kwargs: Any) -> keras.callbacks.History:
         """`keras.Model.fit` on (image, text) pairs: `x` a dict of `images` (0..255) and
-        `texts` (strings), or a `tf.data.Dataset` of `(images, texts)` batches; the texts are
-        tokenized by the preprocessor (`pair_dataset`). Each batch's other pairs are the
-        negatives, so a batch should not hold two pairs with the same text. A dict of
-        `images` and `token_ids` trains as any Keras model. Compiles with
-        `default_compile_arguments` if not compiled."""
+        `texts` (strings), tokenized once (`pair_inputs`), or a `tf.data.Dataset` of
+        `(images, texts)` batches; a dict of `images` and `token_ids` trains as any Keras
+        model's inputs. Each batch's other pairs are the negatives, so a batch should not
+        hold two pairs with the same text. Compiles with `default_compile_arguments` if not
+        compiled."""
         if y is not None:
             raise UserError("CLIP's fit takes no y: image i matches text i")
         if _is_pairs(x):
             if self.preprocessor is None:
                 raise UserError("fit on texts needs the model's preprocessor (a tokenizer)")
-            x = pair_dataset(self.preprocessor, x, batch_size, shuffle)
-            batch_size = None
-        return super().fit(x, batch_size=batch_size, shuffle=shuffle, **kwargs)
+            x = pair_inputs(self.preprocessor, x)
+        return super().fit(x, **kwargs)
 
     # LoRA (zoo.models.lora): both towers' attention; the projections train too.
     def _lora_blocks(self) -> list[keras.layers.Layer]:

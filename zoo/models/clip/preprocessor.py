@@ -102,42 +102,29 @@ class CLIPPreprocessor(Preprocessor):
         return config
 
 
-def pair_dataset(preprocessor: CLIPPreprocessor, pairs: Any, batch_size: int | None,
-                 shuffle: bool = True) -> Any:
-    """A `tf.data.Dataset` of `{"images", "token_ids"}` batches for `CLIP.fit`.
-
-    Args:
-        preprocessor: the model's, with its tokenizer.
-        pairs: a dict of `images` `(n, height, width, channels)` 0..255 and `texts` (n
-            strings), or a `tf.data.Dataset` of `(images, texts)` batches.
-        batch_size: pairs per batch for a dict (32 when None); a dataset keeps its own.
-        shuffle: for a dict, shuffle the pairs again each epoch.
+def pair_inputs(preprocessor: CLIPPreprocessor, pairs: Any) -> Any:
+    """`CLIP.fit`'s inputs from raw pairs: a dict of `images` (n, 0..255) and `texts` (n
+    strings) becomes arrays of `images` and `token_ids`, tokenized once, not every epoch; a
+    `tf.data.Dataset` of `(images, texts)` batches is mapped to `{"images", "token_ids"}`
+    (each epoch tokenizes again: pre-tokenize a large corpus).
 
     Raises:
-        UserError: images and texts of different counts, or not texts.
+        UserError: no tokenizer, or images and texts of different counts.
     """
     import numpy as np
     import tensorflow as tf
 
-    from zoo.layers.validation import positive_int
     from zoo.models.vit.image_batch import as_image_batch
     from zoo.text.base import _as_strings
 
     preprocessor.require_tokenizer()
-    if isinstance(pairs, dict):
-        batch_size = positive_int(32 if batch_size is None else batch_size, "batch_size",
-                                  error=UserError)
-        images = as_image_batch(pairs["images"], preprocessor.num_channels)
-        texts = _as_strings(pairs["texts"])
-        if len(images) != len(texts):
-            raise UserError(f"fit needs one text per image; got {len(images)} images and "
-                            f"{len(texts)} texts")
-        dataset = tf.data.Dataset.from_tensor_slices((images, np.array(texts, dtype=object)))
-        if shuffle:
-            dataset = dataset.shuffle(len(texts), reshuffle_each_iteration=True)
-        dataset = dataset.batch(batch_size)
-    else:
-        dataset = pairs
-    return dataset.map(
-        lambda images, texts: {"images": images, "token_ids": preprocessor.token_ids(texts)},
-        num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+    if not isinstance(pairs, dict):
+        return pairs.map(lambda images, texts: {"images": images,
+                                                "token_ids": preprocessor.token_ids(texts)},
+                         num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+    images = as_image_batch(pairs["images"], preprocessor.num_channels)
+    texts = _as_strings(pairs["texts"])
+    if len(images) != len(texts):
+        raise UserError(f"fit needs one text per image; got {len(images)} images and "
+                        f"{len(texts)} texts")
+    return {"images": images, "token_ids": np.asarray(preprocessor.token_ids(texts))}
