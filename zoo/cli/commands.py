@@ -42,6 +42,7 @@ def cmd_models(args: argparse.Namespace) -> None:
     from zoo.models.architectures import architectures
     import zoo.models.translator.architectures  # noqa: F401  (registers; no Keras import)
     import zoo.models.vit.architectures  # noqa: F401
+    import zoo.models.clip.architectures  # noqa: F401
 
     models = list_models()
     if not models:
@@ -50,7 +51,7 @@ def cmd_models(args: argparse.Namespace) -> None:
         kind = info.get("kind", "?") + (" (hybrid: convolutional stem)"
                                         if info.get("hybrid") else "")
         print(f"{name}\t{kind}\t{info.get('description', '')}")
-    kinds = {"Translator": "translator", "VisionTransformer": "vit"}
+    kinds = {"Translator": "translator", "VisionTransformer": "vit", "CLIPBackbone": "clip"}
     for name, shape in architectures().items():
         kind = kinds.get(shape.model, shape.model)
         print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
@@ -164,6 +165,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
         return classify_pipeline(args)
     if not args.images:
         raise UserError("classify needs IMAGE arguments (or --pipeline FOLDER)")
+    if args.labels is not None:
+        return _classify_zero_shot(args)
     import numpy as np
 
     import zoo
@@ -192,6 +195,30 @@ def cmd_classify(args: argparse.Namespace) -> int:
                                label=f"{label} ({probability:.2f})")
         print(f"wrote the attention map of {args.images[0]} to {args.attention}",
               file=sys.stderr)
+
+
+def _classify_zero_shot(args: argparse.Namespace) -> None:
+    """`zoo classify --labels A,B --model CLIP IMAGE ...`: the same lines as a ViT's, the
+    labels scored by a CLIP (`CLIP.classify`)."""
+    labels = [label.strip() for label in args.labels.split(",")]
+    if not all(labels) or len(set(labels)) != len(labels):
+        raise UserError(f"--labels must be distinct, non-empty, comma-separated labels; got "
+                        f"{args.labels!r}")
+    if args.attention:
+        raise UserError("--attention draws a ViT's attention; it does not go with --labels")
+    import numpy as np
+
+    import zoo
+    from zoo.models.clip.model import CLIP
+    from zoo.training.image_files import load_image
+
+    model = zoo.load(args.model, expect=CLIP)
+    images = [load_image(path, image_size=model.backbone.image_size) for path in args.images]
+    results = model.classify(np.stack(images), labels, top_k=args.top_k,
+                             template=args.template)
+    for path, top in zip(args.images, results):
+        for label, probability in top:
+            print(f"{_printable(path)}\t{label}\t{probability:.4f}")
 
 
 def cmd_train(args: argparse.Namespace) -> None:
