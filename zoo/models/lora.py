@@ -25,8 +25,8 @@ the `r * 2 * d_model` of LoRA on a `(d_model, d_model)` matrix (PEFT's on Huggin
 
 Every `zoo.models.task.Task` takes `enable_lora` and `merge_lora` from `LoraAdaptation`;
 `VisionTransformer` and `Translator` name their blocks in `_lora_blocks`.
-`enable_lora(model, ...)` and `merge_lora(model)` are the same as functions. Saving an adapted model without merging it
-writes the merged model too: Keras' `Dense` and `EinsumDense` save the kernel with the
+`enable_lora(model, ...)` and `merge_lora(model)` are the same as functions. Saving an adapted
+model without merging it writes the merged model too: Keras' `Dense` and `EinsumDense` save the kernel with the
 factors added (and not the factors), and the zoo's model configs do not mention LoRA. Training
 checkpoints keep the factors (`zoo.training.checkpointing.lora_variables`).
 """
