@@ -137,7 +137,8 @@ def _add_classify(sub: Any) -> None:
     p.add_argument("--labels", metavar="A,B,...",
                    help="zero-shot: candidate labels, comma-separated (--model a CLIP)")
     p.add_argument("--template", default="a photo of a {}",
-                   help="zero-shot: the prompt each label is put in ({} is the label)")
+                   help="zero-shot: the prompt each label is put in, {} standing for the "
+                        "label (default: 'a photo of a {}')")
     add_pipeline_flags(p, "a folder's images (or a glob)", POSITIVE)
     p.set_defaults(func=cmd_classify)
 
