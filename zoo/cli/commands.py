@@ -44,6 +44,7 @@ def cmd_models(args: argparse.Namespace) -> None:
     import zoo.models.causal_lm.architectures  # noqa: F401  (registers; no Keras import)
     import zoo.models.translator.architectures  # noqa: F401
     import zoo.models.vit.architectures  # noqa: F401
+    import zoo.models.clip.architectures  # noqa: F401
 
     models = list_models()
     if not models:
@@ -53,7 +54,7 @@ def cmd_models(args: argparse.Namespace) -> None:
                                         if info.get("hybrid") else "")
         print(f"{name}\t{kind}\t{info.get('description', '')}")
     kinds = {"Translator": "translator", "VisionTransformer": "vit",
-             "GPT2Backbone": "causal-lm"}
+             "GPT2Backbone": "causal-lm", "CLIPBackbone": "clip"}
     for name, shape in architectures().items():
         kind = kinds.get(shape.model, shape.model)
         print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
@@ -171,6 +172,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
         return classify_pipeline(args)
     if not args.images:
         raise UserError("classify needs IMAGE arguments (or --pipeline FOLDER)")
+    if args.labels is not None:
+        return _classify_zero_shot(args)
     import numpy as np
 
     import zoo
@@ -206,6 +209,30 @@ def notes_on_stderr() -> typing.ContextManager:
     stderr: stdout holds only the command's result, printed after the block, so that it
     pipes into a parser (`zoo finetune ... | jq`)."""
     return contextlib.redirect_stdout(sys.stderr)
+
+
+def _classify_zero_shot(args: argparse.Namespace) -> None:
+    """`zoo classify --labels A,B --model CLIP IMAGE ...`: the same lines as a ViT's, the
+    labels scored by a CLIP (`CLIP.classify`)."""
+    labels = [label.strip() for label in args.labels.split(",")]
+    if not all(labels) or len(set(labels)) != len(labels):
+        raise UserError(f"--labels must be distinct, non-empty, comma-separated labels; got "
+                        f"{args.labels!r}")
+    if args.attention:
+        raise UserError("--attention draws a ViT's attention; it does not go with --labels")
+    import numpy as np
+
+    from zoo.hub.loader import load
+    from zoo.models.clip.model import CLIP
+    from zoo.training.image_files import load_image
+
+    model = load(args.model, expect=CLIP)
+    images = [load_image(path, image_size=model.backbone.image_size) for path in args.images]
+    results = model.classify(np.stack(images), labels, top_k=args.top_k,
+                             template=args.template)
+    for path, top in zip(args.images, results):
+        for label, probability in top:
+            print(f"{_printable(path)}\t{label}\t{probability:.4f}")
 
 
 def cmd_train(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
     zoo generate --model M [--max-new-tokens N] [--top-p P] [--top-k K] [--temperature T]
                  [--num-beams N] [--seed S] [--repetition-penalty R] [--stop S] [PROMPT ...]
+    zoo classify --model CLIP --labels A,B,... [--template T] [--top-k K] IMAGE ...
     zoo classify --pipeline FOLDER --output FILE --model EXPORT [--top-k K] [--workers N]
                  [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
@@ -136,6 +137,11 @@ def _add_classify(sub: Any) -> None:
     p.add_argument("--top-k", type=POSITIVE, default=3, help="labels printed per image")
     p.add_argument("--attention", metavar="FILE.png",
                    help="draw the first image with its attention-rollout map")
+    p.add_argument("--labels", metavar="A,B,...",
+                   help="zero-shot: candidate labels, comma-separated (--model a CLIP)")
+    p.add_argument("--template", default="a photo of a {}",
+                   help="zero-shot: the prompt each label is put in, {} standing for the "
+                        "label (default: 'a photo of a {}')")
     add_pipeline_flags(p, "a folder's images (or a glob)", POSITIVE)
     p.set_defaults(func=cmd_classify)
 

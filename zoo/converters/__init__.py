@@ -9,6 +9,8 @@ a tensor of the wrong shape, or one left over, is an error that names it.
     translator_from_marian(path_or_tensors)   Hugging Face MarianMTModel (OPUS-MT) -> Translator
     load_minilm(model_dir=None)               all-MiniLM-L6-v2 (sentence-transformers) ->
                                               SentenceEncoder
+    clip_from_hf(path_or_tensors, config)     Hugging Face CLIPModel -> CLIP
+                                              (zoo.converters.clip)
 
 `zoo.hub.builders` builds ready models (image normalisation, label names,
 tokenizers) from folders laid out as the hub has them, for `zoo.hub.handles`'s `hf://` handles;

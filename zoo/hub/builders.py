@@ -217,6 +217,24 @@ def build_gpt2(folder: Path, config: Mapping[str, Any], name: str) -> Any:
                              name=name)
 
 
+def build_clip(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `CLIPModel` checkpoint as a `CLIP` with its tokenizer and the image processor's
+    normalisation (`zoo.converters.clip.clip_from_hf`)."""
+    from zoo.converters._config import config_value
+    from zoo.converters.clip import clip_from_hf
+    from zoo.models.clip.preprocessor import OPENAI_MEAN, OPENAI_STD
+    from zoo.text.clip_tokenizer import CLIPTokenizer
+
+    context = config_value(config.get("text_config") or {}, "max_position_embeddings", 77)
+    tokenizer = CLIPTokenizer.from_folder(folder, sequence_length=context)
+    processor = _read_json(folder / "preprocessor_config.json")
+    where = str(processor.path)
+    mean = _channels(processor.get("image_mean", OPENAI_MEAN), "mean", where)
+    std = _channels(processor.get("image_std", OPENAI_STD), "std", where)
+    return clip_from_hf(checkpoint_tensors(folder), config, tokenizer=tokenizer,
+                        mean=mean.tolist(), std=std.tolist(), name=name)
+
+
 BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "vit": build_vit,
     "deit": build_deit,
@@ -224,4 +242,5 @@ BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "marian": build_marian,
     "sentence-encoder": build_sentence_encoder,
     "gpt2": build_gpt2,
+    "clip": build_clip,
 }

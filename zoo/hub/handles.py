@@ -22,6 +22,7 @@ The architecture is read from `config.json`:
     MarianMTModel (OPUS-MT)        -> Translator with a `zoo.text.marian.MarianTokenizer`
     GPT2LMHeadModel (gpt2, distilgpt2, ...) -> CausalLM with its byte-level BPE tokenizer
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
+    CLIPModel                      -> CLIP with its `zoo.text.clip_tokenizer.CLIPTokenizer`
 
 DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification; the
 distilled ones (`facebook/deit-*-distilled-*`, DeiTForImageClassificationWithTeacher) become
@@ -70,11 +71,12 @@ SUPPORTED_ARCHITECTURES = {
     "MarianMTModel": "marian",
     "BertModel": "sentence-encoder",
     "GPT2LMHeadModel": "gpt2",
+    "CLIPModel": "clip",
 }
 SUPPORTED_DESCRIPTION = ("ViTForImageClassification, DeiTForImageClassification[WithTeacher] "
                          "(distilled DeiTs), timm ViTs (vit_*/deit_* with a class token, not "
                          "the distilled deit_*_distilled_*), MarianMTModel (OPUS-MT), BERT "
-                         "sentence-transformers models, GPT2LMHeadModel")
+                         "sentence-transformers models, GPT2LMHeadModel, CLIPModel")
 # What a conversion reads from a repository (the weights are fetched separately).
 _CONFIG_FILES = ["config.json", "preprocessor_config.json", "tokenizer_config.json",
                  "special_tokens_map.json", "source.spm", "target.spm", "vocab.json", "merges.txt",
@@ -282,7 +284,7 @@ def _resolve_folder(folder: Path) -> Path:
 # ---------------------------------------------------------------------- converting
 def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = None) -> str:
     """What the zoo makes of a checkpoint: "vit", "deit", "timm-vit", "marian",
-    "sentence-encoder" or "gpt2".
+    "sentence-encoder", "gpt2" or "clip".
 
     Args:
         config: the parsed `config.json`.

@@ -348,6 +348,7 @@ def _register_classes() -> None:
     import zoo.models.sentence_encoder.model  # noqa: F401  registers the classes for deserialization
     import zoo.models.translator.model  # noqa: F401
     import zoo.models.vit.model  # noqa: F401
+    import zoo.models.clip.model  # noqa: F401
 
 
 def _weights_file(path: str | os.PathLike) -> Any:

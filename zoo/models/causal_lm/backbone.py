@@ -34,7 +34,8 @@ def gelu_tanh(x: Any) -> Any:
     return keras.activations.gelu(x, approximate=True)
 
 
-ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu": "gelu", "relu": "relu"}
+ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu": "gelu", "relu": "relu",
+               "quick_gelu": "quick_gelu"}
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -52,7 +53,8 @@ class GPT2Backbone(Backbone):
             the feed-forward activation, where GPT-2 has none).
         attention_dropout: dropout of the attention weights.
         layer_norm_epsilon: epsilon of every LayerNorm.
-        activation: the feed-forward activation: "gelu_tanh" (GPT-2's), "gelu", "relu".
+        activation: the feed-forward activation: "gelu_tanh" (GPT-2's), "gelu", "relu",
+            "quick_gelu" (OpenAI CLIP's text tower).
         cross_attention: blocks with cross-attention over an encoder's outputs (width
             `hidden_dim`): the captioner's decoder.
         **kwargs: base model arguments (`name`, `dtype`).
