@@ -2,11 +2,11 @@
 
     zoo models
     zoo translate [--model M] [--beam-size N] [--attention FILE.png] [TEXT ...]
-    zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N]
+    zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N] [--force]
                   [--pipeline-options="BEAM FLAGS"]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
     zoo classify --pipeline FOLDER --output FILE --model EXPORT [--top-k K] [--workers N]
-                 [--pipeline-options="BEAM FLAGS"]
+                 [--force] [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F
