@@ -42,6 +42,7 @@ from zoo.training.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, architectures, load_preset
 from zoo.models.lora import VisionTransformerLora
+from zoo.models.argument_bounds import check_class_names, check_vit_size
 from zoo.models.vit.fitting import VisionTransformerFitting
 from zoo.models.vit.inference import VisionTransformerInference
 from zoo.models.vit.surgery import VisionTransformerSurgery, check_pruned_heads
@@ -61,10 +62,7 @@ def _check_arguments(pooling: str, distillation_token: bool, distillation_head: 
         raise UserError(f"a distillation token needs pooling='cls'; got {pooling!r}")
     if distillation_head and not distillation_token:
         raise UserError("distillation_head=True needs distillation_token=True")
-    num_classes = positive["num_classes"]
-    if class_names is not None and len(class_names) != num_classes:
-        raise UserError(
-            f"class_names has {len(class_names)} names but num_classes is {num_classes}")
+    check_class_names(class_names, positive["num_classes"])
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -187,6 +185,8 @@ class VisionTransformer(VisionTransformerFitting, VisionTransformerSurgery,
             patch_size=patch_size, num_classes=num_classes, hidden_dim=hidden_dim,
             num_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
             num_channels=num_channels)
+        check_vit_size((height, width), patch_size, num_classes, hidden_dim, num_layers,
+                       intermediate_dim, num_channels, distillation_token, representation_size)
         self.patch_size = patch_size
         self.num_classes = num_classes
         self.hidden_dim = hidden_dim
