@@ -44,6 +44,7 @@ import keras
 import numpy as np
 
 from zoo.training.errors import UserError
+from zoo.training.job_startup import agree_on_settings, check_address, within
 
 
 def _tf_devices() -> list[str]:
@@ -241,10 +242,15 @@ def check_job_settings(settings: JobSettings, backend: str | None = None) -> Non
     if num is not None and index is not None and not 0 <= index < num:
         raise UserError(f"--process-id must lie in [0, {num - 1}] for --num-processes {num}; "
                         f"got {index}")
+    if settings.coordinator_address is None:
+        raise UserError("a job of several processes needs --coordinator-address HOST:PORT "
+                        "(process 0's), beside --num-processes and --process-id")
+    check_address(settings.coordinator_address, is_coordinator=index == 0)
 
 
 def join_job(settings: JobSettings, heartbeat_timeout_seconds: int = 100,
-             initialization_timeout_seconds: int = 300) -> Any:
+             initialization_timeout_seconds: int = 300,
+             published: Mapping[str, Any] | None = None) -> Any:
     """Joins a multi-process JAX job and trains data-parallel over every device of it.
 
     Calls `jax.distributed.initialize` (CPU collectives over gloo, so that the same path
@@ -258,7 +264,10 @@ def join_job(settings: JobSettings, heartbeat_timeout_seconds: int = 100,
         settings: from `job_settings`; a single-process one does nothing.
         heartbeat_timeout_seconds: a process silent this long counts as dead and the job
             ends.
-        initialization_timeout_seconds: how long to wait for every process to join.
+        initialization_timeout_seconds: how long to wait for every process to join; then
+            each process ends in one line (`zoo.training.job_startup.within`).
+        published: the job's settings, which every process must share
+            (`zoo.training.job_startup.agree_on_settings`; compared within the same time).
 
     Returns:
         The `DataParallel` distribution, or None for a single process.
@@ -270,11 +279,16 @@ def join_job(settings: JobSettings, heartbeat_timeout_seconds: int = 100,
 
     # Only the CPU client reads it: GPUs keep their own collectives (NCCL).
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address=settings.coordinator_address,
-        num_processes=settings.num_processes, process_id=settings.process_id,
-        initialization_timeout=initialization_timeout_seconds,
-        heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+    index, count = settings.process_id, settings.num_processes
+    with within(initialization_timeout_seconds,
+                f"process {index} of {count} did not see the whole job at "
+                f"{settings.coordinator_address}"):
+        jax.distributed.initialize(
+            coordinator_address=settings.coordinator_address, num_processes=count,
+            process_id=index, initialization_timeout=initialization_timeout_seconds + 30,
+            heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+        if published is not None and index is not None and count:
+            agree_on_settings(published, index, count, initialization_timeout_seconds)
     # Batches arrive already split by process (ProcessShard): Keras must not shard again.
     distribution = keras.distribution.DataParallel(
         devices=keras.distribution.list_devices(), auto_shard_dataset=False)

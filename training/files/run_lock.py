@@ -13,7 +13,10 @@ however it ends (a kill, a crash, a lost machine), so a dead run never leaves a 
 behind; a lock file without a lock on it is free. A run that ends normally removes the file.
 The file is hidden, so `prepare_run_folder` ignores it as it ignores temporary files. A lock
 file that is a symbolic link is refused in one line, never opened: the run would write its
-process id into whatever file the link points to.
+process id into whatever file the link points to. So is one that is not a lock file the zoo
+made: a file with other hard links (`O_NOFOLLOW` stops symbolic links only; truncating a hard
+link would empty the user's file under its other name), not a regular file, or holding
+anything but a process id.
 
 Where `fcntl` does not exist (Windows), runs are not locked.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -46,13 +50,41 @@ def lock_owner(folder: str | os.PathLike) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file, created new where absent; an existing one is opened
+    only if it is what a run leaves there (a regular file, no other hard links, a process id
+    or nothing), since the run truncates it to write its own id.
+
+    Raises:
+        zoo.UserError: `path` is a link, or a file the zoo did not make.
+    """
+    refuse_link(path)
+    try:
+        return open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        fd = open_no_follow(path, os.O_RDWR)
+    try:
+        status = os.fstat(fd)
+        record = os.pread(fd, 65, 0).strip()
+        ours = (stat.S_ISREG(status.st_mode) and status.st_nlink == 1
+                and len(record) <= 64 and (record.isdigit() or not record))
+    except BaseException:
+        os.close(fd)
+        raise
+    if not ours:
+        os.close(fd)
+        raise UserError(f"{path} is not a lock file the zoo made (it has other hard links, "
+                        "or holds something else); the zoo does not overwrite it: move it "
+                        "away, or choose another --output")
+    return fd
+
+
 def _try_lock(path: Path) -> int | None:
     """A descriptor of `path` holding its exclusive lock, or None where another holds it."""
     import fcntl
 
     while True:
-        refuse_link(path)
-        fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -2,14 +2,14 @@
 
     zoo models
     zoo translate [--model M] [--beam-size N] [--attention FILE.png] [TEXT ...]
-    zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N]
+    zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N] [--force]
                   [--pipeline-options="BEAM FLAGS"]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
     zoo generate --model M [--max-new-tokens N] [--top-p P] [--top-k K] [--temperature T]
                  [--num-beams N] [--seed S] [--repetition-penalty R] [--stop S] [PROMPT ...]
     zoo classify --model CLIP --labels A,B,... [--template T] [--top-k K] IMAGE ...
     zoo classify --pipeline FOLDER --output FILE --model EXPORT [--top-k K] [--workers N]
-                 [--pipeline-options="BEAM FLAGS"]
+                 [--force] [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
     zoo evaluate translator --model M --source F --reference F

@@ -99,7 +99,8 @@ def translate_pipeline(args: argparse.Namespace) -> int:
     """`zoo translate --pipeline FILE --output FILE --model EXPORT`: returns the exit status
     (1 when some lines failed)."""
     return _run(args, "translations", "lines", lambda corpus, beam_args: corpus.translate_file(
-        args.model, args.pipeline, args.output, pipeline_args=beam_args, workers=args.workers))
+        args.model, args.pipeline, args.output, pipeline_args=beam_args, workers=args.workers,
+        force=args.force))
 
 
 def classify_pipeline(args: argparse.Namespace) -> int:
@@ -107,7 +108,7 @@ def classify_pipeline(args: argparse.Namespace) -> int:
     (1 when some images failed)."""
     return _run(args, "labels", "images", lambda corpus, beam_args: corpus.classify_folder(
         args.model, args.pipeline, args.output, pipeline_args=beam_args, workers=args.workers,
-        top_k=args.top_k))
+        top_k=args.top_k, force=args.force))
 
 
 def add_pipeline_flags(parser: argparse.ArgumentParser, reads: str, positive: object) -> None:
@@ -120,8 +121,11 @@ def add_pipeline_flags(parser: argparse.ArgumentParser, reads: str, positive: ob
     parser.add_argument("--output", metavar="FILE",
                         help="--pipeline: the results, in input order; failures in "
                              "FILE.errors")
+    parser.add_argument("--force", action="store_true",
+                        help="--pipeline: replace an existing --output (and FILE.errors)")
     parser.add_argument("--workers", type=positive, default=1,
-                        help="--pipeline: worker processes of Beam's DirectRunner")
+                        help="--pipeline: worker processes of Beam's DirectRunner (at most "
+                             "this machine's processors)")
     parser.add_argument("--pipeline-options", metavar="FLAGS",
                         help="--pipeline: Beam's own flags, quoted as one argument "
                              "(\"--runner=DataflowRunner --project=P ...\")")

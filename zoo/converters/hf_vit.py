@@ -40,6 +40,7 @@ from zoo.converters._tensors import (Checkpoint, assign, keras_activation, load_
                                      set_attention, set_layer_norm, set_linear)
 from zoo.training.errors import UserError
 from zoo.layers.validation import is_int
+from zoo.models.argument_bounds import check_vit_size, distinct_class_names
 from zoo.models.vit.model import VisionTransformer
 
 # Each role of an encoder block: the Transformers 5 (in-memory) name, then the name in
@@ -86,6 +87,11 @@ def _hf_sizes(config: Any) -> dict[str, int]:
         raise UserError(f"{config_name(config)}: image_size {image_size!r} is not a whole "
                         f"number of patches of patch_size {patch}")
     sizes["height"], sizes["width"] = sides
+    try:  # the head's size is its tensor's, which the file holds
+        check_vit_size(tuple(sides), patch, 1, sizes["hidden_size"], sizes["num_hidden_layers"],
+                       sizes["intermediate_size"], sizes["num_channels"])
+    except UserError as error:
+        raise UserError(f"{config_name(config)}: {error}") from None
     return sizes
 
 
@@ -102,8 +108,8 @@ def _class_names(config: Any, num_classes: int) -> list[str] | None:
             names[int(key)] = str(label)
         except (TypeError, ValueError):
             names[key] = str(label)
-    if set(names) == set(range(num_classes)):
-        return [names[i] for i in range(num_classes)]
+    if set(names) == set(range(num_classes)):  # ImageNet names "crane" twice
+        return distinct_class_names([names[i] for i in range(num_classes)])
     if names:
         warn_labels_dropped(f"{config_name(config)}'s id2label", names, num_classes)
     return None

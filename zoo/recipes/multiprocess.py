@@ -53,8 +53,23 @@ def join_recipe_job(recipe: Any) -> bool:
     process is one of several. Call it before any model is made."""
     check_recipe_job(recipe)
     job = recipe_job(recipe)
-    join_job(job, heartbeat_timeout_seconds=recipe.heartbeat_timeout)
+    join_job(job, heartbeat_timeout_seconds=recipe.heartbeat_timeout,
+             initialization_timeout_seconds=recipe.startup_timeout,
+             published=published_settings(recipe))
     return job.is_multi_process
+
+
+# Settings each process has its own of: the rest must be the same in every process.
+PER_PROCESS = ("process_id", "force", "data", "output")
+
+
+def published_settings(recipe: Any) -> dict:
+    """The recipe's settings that every process of a job must share (`PER_PROCESS` left
+    out: paths may differ between hosts), which process 0 publishes and the others check."""
+    import dataclasses
+
+    return {key: value for key, value in dataclasses.asdict(recipe).items()
+            if key not in PER_PROCESS}
 
 
 @contextlib.contextmanager

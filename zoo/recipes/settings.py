@@ -82,6 +82,10 @@ class RecipeSettings:
         "check": POSITIVE_INT,
         "help": "multi-process training: seconds without a sign of life after which a "
                 "process counts as lost and the job ends (its last checkpoint kept)"})
+    startup_timeout: int = dataclasses.field(default=300, metadata={
+        "check": POSITIVE_INT,
+        "help": "multi-process training: seconds every process waits for the whole job to "
+                "start and agree on its settings; then each ends in one line"})
 
 
 @dataclasses.dataclass

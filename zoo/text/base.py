@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from zoo.training.errors import UserError
-from zoo.training.files.file_store import open_no_follow, refuse_link
+from zoo.training.files.file_store import write_atomically
 from zoo.layers.validation import is_int
 
 PAD_PIECE, UNKNOWN_PIECE, START_PIECE, END_PIECE = "<pad>", "<unk>", "<s>", "</s>"
@@ -68,9 +68,10 @@ class Tokenizer:
             raise FileExistsError(
                 f"{os.fspath(path)!r} already exists; pass overwrite=True to replace it"
             )
-        refuse_link(path)  # never write through a link to a file elsewhere
-        with open(path, "wb", opener=open_no_follow) as file:
-            file.write(self._serialized())
+        # Renamed into place whole: never through a link, never truncating a file that has
+        # other hard links (they keep the old content).
+        data = self._serialized()
+        write_atomically(path, lambda temporary: temporary.write_bytes(data))
 
     # --- Python path --------------------------------------------------------------------
 

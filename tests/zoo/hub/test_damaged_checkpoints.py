@@ -250,6 +250,10 @@ DAMAGED = [
     ("vit-10-to-the-6-layers", "vit", "config.json",
      rewrite_json("config.json", num_hidden_layers=10 ** 6),
      "num_hidden_layers 1000000 is more layers than", ("load", "convert")),
+    # An image size of 10^6 passed every type check and was a ResourceExhaustedError.
+    ("vit-image-size-10-to-the-6", "vit", "config.json",
+     rewrite_json("config.json", image_size=10 ** 6),
+     "the Vision Transformer would allocate", ("load", "convert")),
     ("marian-width-10-to-the-9", "marian", "config.json",
      rewrite_json("config.json", encoder_ffn_dim=10 ** 9, decoder_ffn_dim=10 ** 9),
      "encoder_ffn_dim 1000000000 is the size of no tensor", ("load", "convert")),

@@ -70,12 +70,16 @@ def test_rows_are_written_in_key_order_and_failures_beside_them(tmp_path):
         "2\tnot valid UTF-8 (byte 4 of the line)\n")
 
 
-def test_several_lines_an_element_leave_no_blank_line_for_a_failure(tmp_path):
+def test_labels_leave_no_blank_line_for_a_failure_even_one_label_an_image(tmp_path):
     out = str(tmp_path / "labels.tsv")
     _write_in_order([("b.png", ["b.png\tcat\t0.9000", "b.png\tdog\t0.1000"]),
-                     ("a.png", ("a.png", "image 0 is not a JPEG, PNG, GIF or BMP"))], out)
+                     ("a.png", ("a.png", "image 0 is not a JPEG, PNG, GIF or BMP"))], out,
+                    line_each=False)
     assert (tmp_path / "labels.tsv").read_text() == "b.png\tcat\t0.9000\nb.png\tdog\t0.1000\n"
     assert "a.png\timage 0 is not" in (tmp_path / "labels.tsv.errors").read_text()
+    _write_in_order([("b.png", ["b.png\tcat\t0.9000"]), ("a.png", ("a.png", "corrupt"))],
+                    out, line_each=False)
+    assert (tmp_path / "labels.tsv").read_text() == "b.png\tcat\t0.9000\n"
 
 
 def test_two_workers_are_two_direct_runner_processes():
@@ -123,15 +127,12 @@ def test_a_failure_is_the_line_that_says_what_went_wrong(message, said):
     assert first_line(tf.errors.InvalidArgumentError(None, None, message)) == said
 
 
-def test_a_missing_source_or_a_model_that_is_no_export_is_refused_in_one_line(tmp_path):
+def test_a_model_that_is_no_export_or_a_bad_top_k_is_refused_in_one_line(tmp_path):
     from zoo.pipelines.corpus import classify_folder, translate_file
 
-    (tmp_path / "export").mkdir()
-    (tmp_path / "export" / "saved_model.pb").write_bytes(b"")
-    with pytest.raises(UserError, match="holds saved_model.pb; got 'translator-multi30k-en-de'"):
+    with pytest.raises(UserError, match="holds saved_model.pb; got --model "
+                                        "'translator-multi30k-en-de'"):
         translate_file("translator-multi30k-en-de", str(tmp_path), str(tmp_path / "o"))
-    with pytest.raises(FileNotFoundError, match="nope.en does not exist"):
-        translate_file(str(tmp_path / "export"), str(tmp_path / "nope.en"), str(tmp_path / "o"))
     with pytest.raises(UserError, match="--top-k must be a positive integer; got 0"):
         classify_folder(str(tmp_path / "export"), str(tmp_path), str(tmp_path / "o"), top_k=0)
 

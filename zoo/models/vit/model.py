@@ -45,6 +45,7 @@ from zoo.models.image_converter import ImageConverter
 from zoo.models.task import Task
 from zoo.models.vit.backbone import ViTBackbone
 from zoo.models.vit.fitting import classifier_compile_arguments
+from zoo.models.argument_bounds import check_class_names, check_vit_size
 from zoo.models.vit.inference import VisionTransformerInference
 from zoo.models.vit.surgery import VisionTransformerSurgery
 
@@ -79,10 +80,7 @@ def _check_arguments(pooling: str, distillation_token: bool, distillation_head: 
         raise UserError(f"a distillation token needs pooling='cls'; got {pooling!r}")
     if distillation_head and not distillation_token:
         raise UserError("distillation_head=True needs distillation_token=True")
-    num_classes = positive["num_classes"]
-    if class_names is not None and len(class_names) != num_classes:
-        raise UserError(
-            f"class_names has {len(class_names)} names but num_classes is {num_classes}")
+    check_class_names(class_names, positive["num_classes"])
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -206,6 +204,8 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Ta
             patch_size=patch_size, num_classes=num_classes, hidden_dim=hidden_dim,
             num_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
             num_channels=num_channels)
+        check_vit_size((height, width), patch_size, num_classes, hidden_dim, num_layers,
+                       intermediate_dim, num_channels, distillation_token, representation_size)
         self.num_classes = num_classes
         self.pooling = pooling
         self.distillation_head = bool(distillation_head)
