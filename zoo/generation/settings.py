@@ -107,3 +107,22 @@ def check_search_settings(beam_size: Any, max_length: Any = None, limit: int | N
         raise UserError(f"alpha (the length penalty) must be a number from 0 to 10; got "
                         f"{alpha!r}")
     return beam_size, max_length, value
+
+
+def check_max_new_tokens(max_new_tokens: Any, limit: int) -> int:
+    """`max_new_tokens` as an int from 1 to `limit` (the positions a language model has left
+    after its longest prompt), checked before anything is traced or allocated.
+
+    Raises:
+        UserError: another value; the message names it and the bound.
+
+    >>> check_max_new_tokens(20, limit=100)
+    20
+    """
+    if limit < 1:
+        raise UserError("the prompt leaves no room for max_new_tokens: it fills every "
+                        "position the model has; shorten it")
+    if not is_int(max_new_tokens) or not 1 <= int(max_new_tokens) <= limit:
+        raise UserError(f"max_new_tokens must be an integer from 1 to {limit} (the model's "
+                        f"positions left after the prompt); got {max_new_tokens!r}")
+    return int(max_new_tokens)

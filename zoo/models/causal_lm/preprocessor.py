@@ -1,0 +1,137 @@
+"""Raw text into a causal language model's inputs and labels, with TensorFlow ops.
+
+For `fit` (as keras-hub's `GPT2CausalLMPreprocessor`): each text is tokenized with the
+model's byte-level BPE, wrapped in the end-of-text token (GPT-2's separator between
+documents), cut to `sequence_length + 1` ids and padded; the inputs are the ids but the last,
+the labels the ids but the first (the next token at every position), and the sample weights
+mark the real tokens, so that padding adds nothing to the loss.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import keras
+
+from zoo.layers.validation import positive_int
+from zoo.models.task import Preprocessor
+from zoo.text.byte_pair import BytePairTokenizer
+from zoo.training.errors import UserError
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class CausalLMPreprocessor(Preprocessor):
+    """Packs strings into `token_ids` / `padding_mask` inputs, next-token labels and weights.
+
+    The tokenizer travels with the model as files of the `.keras` archive (`save_assets`),
+    not in the config, as keras-hub's tokenizers do: a vocabulary of 50,257 pieces and 50,000
+    merges would otherwise fill the config.
+
+    Args:
+        tokenizer: the model's `BytePairTokenizer` (None until `load_assets` reads it).
+        sequence_length: the inputs' length for `fit` (longer texts are cut).
+        **kwargs: base layer arguments.
+
+    Example:
+    >>> from zoo.text.byte_pair import END_OF_TEXT, byte_to_unicode
+    >>> vocabulary = {c: i for i, c in enumerate(sorted(set(byte_to_unicode().values())))}
+    >>> vocabulary.update({"hi": 256, END_OF_TEXT: 257})
+    >>> preprocessor = CausalLMPreprocessor(BytePairTokenizer(vocabulary, ["h i"]), 4)
+    >>> x, y, weights = preprocessor.pack(["hi!"])
+    >>> x["token_ids"].numpy().tolist(), y.numpy().tolist(), weights.numpy().tolist()
+    ([[257, 256, 0, 257]], [[256, 0, 257, 257]], [[1.0, 1.0, 1.0, 0.0]])
+    """
+
+    def __init__(self, tokenizer: BytePairTokenizer | None = None, sequence_length: int = 1024,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tokenizer = tokenizer
+        self.sequence_length = positive_int(sequence_length, "sequence_length",
+                                            error=UserError)
+
+    def require_tokenizer(self) -> BytePairTokenizer:
+        if self.tokenizer is None:
+            raise UserError("this language model has no tokenizer: give it token ids, or "
+                            "load a model with one (zoo.load)")
+        return self.tokenizer
+
+    def pack(self, texts: Any) -> tuple[dict, Any, Any]:
+        """`({"token_ids", "padding_mask"}, labels, sample_weight)` of a batch of texts (a
+        1-D string tensor or a list), each `(batch, sequence_length)`, in TensorFlow ops (for
+        `tf.data.Dataset.map`)."""
+        import tensorflow as tf
+
+        tokenizer = self.require_tokenizer()
+        texts = tf.convert_to_tensor(texts, tf.string)
+        ids = tokenizer.layer(texts)
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(ids) if isinstance(ids, tf.Tensor) else (
+                tf.ragged.constant(ids, dtype=tf.int32))
+        ids = tf.cast(ids, tf.int32)
+        end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
+        ids = tf.concat([end, ids, end], axis=1)[:, :self.sequence_length + 1]
+        width = [None, self.sequence_length + 1]
+        dense = ids.to_tensor(default_value=tokenizer.pad_id, shape=width)
+        real = tf.ones_like(ids, tf.bool).to_tensor(default_value=False, shape=width)
+        x = {"token_ids": dense[:, :-1], "padding_mask": real[:, :-1]}
+        return x, dense[:, 1:], tf.cast(real[:, 1:], tf.float32)
+
+    def call(self, texts: Any) -> tuple[dict, Any, Any]:
+        return self.pack(texts)
+
+    def text_dataset(self, texts: Any, batch_size: int | None) -> Any:
+        """A `tf.data.Dataset` of packed batches from a list of strings or a dataset of
+        strings (batched or not): what `CausalLM.fit` trains on.
+
+        Raises:
+            UserError: an empty list, or a dataset of something other than strings.
+        """
+        import tensorflow as tf
+
+        batch_size = positive_int(32 if batch_size is None else batch_size, "batch_size",
+                                  error=UserError)
+        if isinstance(texts, tf.data.Dataset):
+            spec = texts.element_spec
+            if not isinstance(spec, tf.TensorSpec) or spec.dtype != tf.string:
+                raise UserError(f"fit on text takes a dataset of strings; got elements "
+                                f"{spec}")
+            dataset = texts.batch(batch_size) if spec.shape.rank == 0 else texts
+        else:
+            strings = _as_string_list(texts)
+            dataset = tf.data.Dataset.from_tensor_slices(strings).batch(batch_size)
+        return dataset.map(self.pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+    def save_assets(self, dir_path: str) -> None:
+        """Writes the tokenizer's `vocab.json` and `merges.txt` into the `.keras` assets."""
+        if self.tokenizer is not None:
+            self.tokenizer.save(dir_path)
+
+    def load_assets(self, dir_path: str) -> None:
+        """Reads the tokenizer back from the `.keras` assets."""
+        if os.path.exists(os.path.join(dir_path, "vocab.json")):
+            self.tokenizer = BytePairTokenizer.from_folder(dir_path)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config["sequence_length"] = self.sequence_length
+        return config
+
+
+def is_text(x: Any) -> bool:
+    """Whether `fit`'s `x` is raw text: a list of strings, or a dataset of strings."""
+    if isinstance(x, (list, tuple)) and x and all(isinstance(t, (str, bytes)) for t in x):
+        return True
+    if type(x).__name__.endswith("Dataset") and hasattr(x, "element_spec"):
+        spec = x.element_spec
+        return getattr(getattr(spec, "dtype", None), "name", None) == "string"
+    return False
+
+
+def _as_string_list(texts: Sequence[Any]) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise UserError("fit on text takes a list of strings (or a dataset), not one string")
+    strings = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
+    if not strings or not all(isinstance(t, str) for t in strings):
+        raise UserError("fit on text takes a non-empty list of strings")
+    return strings
