@@ -202,10 +202,26 @@ def build_sentence_encoder(folder: Path, config: Mapping[str, Any], name: str) -
     return model
 
 
+def build_gpt2(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `GPT2LMHeadModel` checkpoint as a `CausalLM` with its byte-level BPE tokenizer
+    (`vocab.json`, `merges.txt`)."""
+    from zoo.converters.gpt2 import causal_lm_from_hf
+    from zoo.text.byte_pair import BytePairTokenizer
+
+    tokenizer = BytePairTokenizer.from_folder(folder)
+    eos = config.get("eos_token_id")
+    if isinstance(eos, int) and not isinstance(eos, bool) and eos != tokenizer.end_id:
+        raise UserError(f"config.json's eos_token_id {eos} is not vocab.json's "
+                        f"{tokenizer.end_token} id {tokenizer.end_id}")
+    return causal_lm_from_hf(checkpoint_tensors(folder), config, tokenizer=tokenizer,
+                             name=name)
+
+
 BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "vit": build_vit,
     "deit": build_deit,
     "timm-vit": build_timm_vit,
     "marian": build_marian,
     "sentence-encoder": build_sentence_encoder,
+    "gpt2": build_gpt2,
 }

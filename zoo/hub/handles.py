@@ -20,6 +20,7 @@ The architecture is read from `config.json`:
     DeiTForImageClassification[WithTeacher] -> VisionTransformer with a distillation token
     timm ViT (`architecture`, `pretrained_cfg`) -> VisionTransformer (timm's `label_names`)
     MarianMTModel (OPUS-MT)        -> Translator with a `zoo.text.marian.MarianTokenizer`
+    GPT2LMHeadModel (gpt2, distilgpt2, ...) -> CausalLM with its byte-level BPE tokenizer
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
 
 DeiTs: the non-distilled `facebook/deit-*` checkpoints are ViTForImageClassification; the
@@ -68,14 +69,15 @@ SUPPORTED_ARCHITECTURES = {
     "DeiTForImageClassificationWithTeacher": "deit",
     "MarianMTModel": "marian",
     "BertModel": "sentence-encoder",
+    "GPT2LMHeadModel": "gpt2",
 }
 SUPPORTED_DESCRIPTION = ("ViTForImageClassification, DeiTForImageClassification[WithTeacher] "
                          "(distilled DeiTs), timm ViTs (vit_*/deit_* with a class token, not "
                          "the distilled deit_*_distilled_*), MarianMTModel (OPUS-MT), BERT "
-                         "sentence-transformers models")
+                         "sentence-transformers models, GPT2LMHeadModel")
 # What a conversion reads from a repository (the weights are fetched separately).
 _CONFIG_FILES = ["config.json", "preprocessor_config.json", "tokenizer_config.json",
-                 "special_tokens_map.json", "source.spm", "target.spm", "vocab.json",
+                 "special_tokens_map.json", "source.spm", "target.spm", "vocab.json", "merges.txt",
                  "target_vocab.json", "vocab.txt", "tokenizer.json", "modules.json",
                  "sentence_bert_config.json", "1_Pooling/config.json"]
 _SAFETENSORS_FILES = ["model.safetensors", "model.safetensors.index.json",
@@ -279,8 +281,8 @@ def _resolve_folder(folder: Path) -> Path:
 
 # ---------------------------------------------------------------------- converting
 def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = None) -> str:
-    """What the zoo makes of a checkpoint: "vit", "deit", "timm-vit", "marian" or
-    "sentence-encoder".
+    """What the zoo makes of a checkpoint: "vit", "deit", "timm-vit", "marian",
+    "sentence-encoder" or "gpt2".
 
     Args:
         config: the parsed `config.json`.
@@ -311,6 +313,8 @@ def architecture(config: Mapping[str, Any], folder: str | os.PathLike | None = N
             return kind
     if model_type == "marian" and not names:
         return "marian"
+    if model_type == "gpt2" and (not names or "GPT2Model" in names):
+        return "gpt2"  # GPT2Model: the same tensors without a head (GPT-2's is tied)
     shown = ", ".join(names) or f"model_type {model_type!r}"
     raise UserError(f"the architecture {shown} is not supported; supported are "
                     f"{SUPPORTED_DESCRIPTION}")

@@ -11,6 +11,10 @@ same object tokenizes in Python, in `tf.data` and inside an exported graph; this
 what keras-hub's leaves out: the checks of the zoo's tokenizers, decoding that is exact to the
 byte (keras-hub's `detokenize` goes through a graph of strings), a streaming decoder for
 `zoo generate`, and the files kept inside a `.keras` model (`save`, `from_folder`).
+
+Called eagerly on Python strings, keras-hub's tokenizer gives Hugging Face's `GPT2Tokenizer`'s
+ids on every text tested (tests/zoo/text/test_byte_pair.py); inside a graph, its TF Text regex
+ops end a text at a NUL byte (U+0000), which the Python path encodes.
 """
 
 from __future__ import annotations

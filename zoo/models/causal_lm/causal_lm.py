@@ -95,10 +95,14 @@ class CausalLM(Task, CausalLMGeneration, CausalLMLora):
             return self.preprocessor.tokenizer.end_id
         return self.backbone.vocabulary_size - 1
 
-    def ensure_built(self) -> None:
+    def build(self, input_shape: Any = None) -> None:
         if not self.backbone.built:
             self.backbone.build()
         self.built = True
+
+    def ensure_built(self) -> None:
+        """Builds the backbone's weights, before any call (conversion, generation)."""
+        self.build()
 
     def logits(self, hidden: Any) -> Any:
         """float32 logits of `(batch, T, hidden_dim)` hidden states: the tied head."""
