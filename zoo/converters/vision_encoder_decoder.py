@@ -146,7 +146,7 @@ def _check_tokens(config: Any, tokenizer: Any, vocabulary_size: int) -> None:
 def captioner_from_hf(state_dict_or_path: Any, config: Any = None, tokenizer: Any = None,
                       image_scale: float | Sequence[float] = 1 / 127.5,
                       image_offset: float | Sequence[float] = -1.0,
-                      sequence_length: int = 64, name: str | None = None) -> Any:
+                      sequence_length: int = 32, name: str | None = None) -> Any:
     """An `ImageCaptioner` holding a Hugging Face `VisionEncoderDecoderModel` (ViT + GPT-2),
     whose logits equal the reference model's.
 

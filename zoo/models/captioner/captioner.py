@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+
 from zoo.layers.validation import positive_int
 from zoo.models.captioner import architectures as _architectures  # noqa: F401  (registers)
 from zoo.models.captioner.preprocessor import CaptionerPreprocessor, is_caption_list
@@ -27,6 +28,7 @@ from zoo.models.image_converter import ImageConverter
 from zoo.models.task import Task
 from zoo.models.vit.backbone import ViTBackbone
 from zoo.models.vit.image_batch import as_image_batch
+from zoo.text.byte_pair import BytePairTokenizer
 from zoo.training.errors import UserError
 
 
@@ -92,16 +94,18 @@ class ImageCaptioner(CaptionerSearch, Task):
         return self.decoder
 
     @classmethod
-    def from_architecture(cls, name: str, image_size: int | None = None,
-                          **decoder_overrides: Any) -> "ImageCaptioner":
-        """An untrained captioner of a registered architecture (`zoo models`), without a
-        tokenizer.
+    def from_architecture(cls, name: str, tokenizer: BytePairTokenizer | None = None,
+                          image_size: int | None = None, **decoder_overrides: Any
+                          ) -> "ImageCaptioner":
+        """An untrained captioner of a registered architecture (`zoo models`).
 
         Args:
             name: one of `ImageCaptioner.architectures()`.
+            tokenizer: the captions' `BytePairTokenizer` (the decoder's vocabulary is then
+                its size); None: a captioner of ids only.
             image_size: the encoder's image side, if not the architecture's.
             **decoder_overrides: `GPT2Backbone` arguments that replace the architecture's
-                (`vocabulary_size` to fit a tokenizer, `max_positions`).
+                (`max_positions`, `dropout`).
         """
         known = architectures("ImageCaptioner")
         if name not in known:
@@ -112,11 +116,13 @@ class ImageCaptioner(CaptionerSearch, Task):
         if image_size is not None:
             encoder["image_size"] = image_size
         encoder = ViTBackbone(**encoder)
+        if tokenizer is not None:
+            decoder_overrides["vocabulary_size"] = tokenizer.vocabulary_size
         decoder = GPT2Backbone(**{**config["decoder"], **decoder_overrides},
                                cross_attention=True)
         converter = ImageConverter(encoder.image_size, scale=1 / 127.5, offset=-1.0,
                                    owner="ImageCaptioner")
-        return cls(encoder, decoder, CaptionerPreprocessor(converter))
+        return cls(encoder, decoder, CaptionerPreprocessor(converter, tokenizer))
 
     @classmethod
     def architectures(cls) -> list[str]:
@@ -227,12 +233,16 @@ class ImageCaptioner(CaptionerSearch, Task):
             **kwargs: Any) -> Any:
         """`keras.Model.fit`, also on images (0..255) with their captions (strings) as `y`:
         teacher forcing, the caption's next token at every position, padding weighted 0
-        (`CaptionerPreprocessor.pack_pairs`). Compiles with `compile()`'s defaults if not
+        (`CaptionerPreprocessor.pack_pairs`), shuffled every epoch unless `shuffle=False`.
+        Compiles with `compile()`'s defaults if not
         compiled."""
         if is_caption_list(y):
             if self.preprocessor.tokenizer is None:
                 raise UserError("fit on captions needs the captioner's tokenizer")
-            x, y, batch_size = self.preprocessor.pairs_dataset(x, list(y), batch_size), None, None
+            x = self.preprocessor.pairs_dataset(x, list(y), batch_size,
+                                                kwargs.get("shuffle", True))
+            y = batch_size = None
+            kwargs["shuffle"] = False  # the dataset shuffles itself
         if not self.compiled:
             self.compile()
         self._search_functions = {}

@@ -38,7 +38,7 @@ class CaptionerPreprocessor(CausalLMPreprocessor):
     """
 
     def __init__(self, image_converter: ImageConverter,
-                 tokenizer: BytePairTokenizer | None = None, sequence_length: int = 64,
+                 tokenizer: BytePairTokenizer | None = None, sequence_length: int = 32,
                  **kwargs: Any) -> None:
         super().__init__(tokenizer, sequence_length, **kwargs)
         if not isinstance(image_converter, ImageConverter):
@@ -48,11 +48,13 @@ class CaptionerPreprocessor(CausalLMPreprocessor):
 
     def pack_pairs(self, images: Any, captions: Any) -> tuple[dict, Any, Any]:
         """`({"images", "token_ids", "padding_mask"}, labels, sample_weight)` of a batch of
-        images (0..255) and their captions (strings), in TensorFlow ops."""
+        images (0..255) and their captions (strings), in TensorFlow ops (also inside
+        `tf.data.Dataset.map`, for a dataset of pairs of your own)."""
         x, labels, weights = self.pack(captions)
         return {"images": images, **x}, labels, weights
 
-    def pairs_dataset(self, images: Any, captions: Any, batch_size: int | None) -> Any:
+    def pairs_dataset(self, images: Any, captions: Any, batch_size: int | None,
+                      shuffle: bool = True, seed: int | None = None) -> Any:
         """A `tf.data.Dataset` of packed batches: what `ImageCaptioner.fit` trains on.
 
         Args:
@@ -60,6 +62,8 @@ class CaptionerPreprocessor(CausalLMPreprocessor):
                 size.
             captions: `n` strings, one per image.
             batch_size: pairs per batch (32 when None).
+            shuffle: draw the pairs in a new order every epoch.
+            seed: the shuffle's seed (None: a fresh one).
 
         Raises:
             UserError: not one caption per image, a caption that is not text, or bad images.
@@ -77,8 +81,11 @@ class CaptionerPreprocessor(CausalLMPreprocessor):
         if len(captions) != len(pixels):
             raise UserError(f"fit on (images, captions) takes one caption per image; got "
                             f"{len(pixels)} images and {len(captions)} captions")
-        dataset = tf.data.Dataset.from_tensor_slices((pixels, np.array(captions, object)))
-        return dataset.batch(batch_size).map(self.pack_pairs).prefetch(2)
+        # Tokenized once, not once an epoch (a dataset's map runs again every epoch).
+        dataset = tf.data.Dataset.from_tensor_slices(self.pack_pairs(pixels, captions))
+        if shuffle:
+            dataset = dataset.shuffle(len(captions), seed=seed)
+        return dataset.batch(batch_size).prefetch(2)
 
     def get_config(self) -> dict:
         config = super().get_config()
