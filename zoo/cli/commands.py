@@ -42,6 +42,7 @@ def cmd_models(args: argparse.Namespace) -> None:
     from zoo.models.architectures import architectures
     import zoo.models.translator.architectures  # noqa: F401  (registers; no Keras import)
     import zoo.models.vit.architectures  # noqa: F401
+    import zoo.models.captioner.architectures  # noqa: F401
 
     models = list_models()
     if not models:
@@ -50,7 +51,8 @@ def cmd_models(args: argparse.Namespace) -> None:
         kind = info.get("kind", "?") + (" (hybrid: convolutional stem)"
                                         if info.get("hybrid") else "")
         print(f"{name}\t{kind}\t{info.get('description', '')}")
-    kinds = {"Translator": "translator", "VisionTransformer": "vit"}
+    kinds = {"Translator": "translator", "VisionTransformer": "vit",
+             "ImageCaptioner": "captioner"}
     for name, shape in architectures().items():
         kind = kinds.get(shape.model, shape.model)
         print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
@@ -192,6 +194,22 @@ def cmd_classify(args: argparse.Namespace) -> int:
                                label=f"{label} ({probability:.2f})")
         print(f"wrote the attention map of {args.images[0]} to {args.attention}",
               file=sys.stderr)
+
+
+def cmd_caption(args: argparse.Namespace) -> None:
+    """`zoo caption`: one `path<TAB>caption` line per image, in the order given."""
+    import numpy as np
+
+    import zoo
+    from zoo.models.captioner.captioner import ImageCaptioner
+    from zoo.training.image_files import load_image
+
+    model = zoo.load(args.model, expect=ImageCaptioner)
+    size = model.encoder.image_shape[:2]
+    images = np.stack([load_image(path, image_size=size) for path in args.images])
+    captions = model.caption(images, beam_size=args.beam_size, max_length=args.max_length)
+    _write_lines([f"{_printable(path)}\t{caption}"
+                  for path, caption in zip(args.images, captions)])
 
 
 def cmd_train(args: argparse.Namespace) -> None:
