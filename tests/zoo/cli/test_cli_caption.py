@@ -4,23 +4,17 @@ with exit status 2."""
 
 from __future__ import annotations
 
-import keras
 import numpy as np
 import pytest
 
-from tests.zoo.text._byte_pair_files import write_tiny_bpe
+from tests.zoo.models._tiny_captioner import tiny_captioner
 from zoo.cli.main import main
-from zoo.models.captioner.captioner import ImageCaptioner
-from zoo.text.byte_pair import BytePairTokenizer
 
 
 @pytest.fixture(scope="module")
 def captioner_file(tmp_path_factory):
     folder = tmp_path_factory.mktemp("captioner")
-    keras.utils.set_random_seed(5)
-    tokenizer = BytePairTokenizer.from_folder(write_tiny_bpe(folder / "bpe"))
-    model = ImageCaptioner.from_architecture("captioner-tiny", tokenizer)
-    model.ensure_built()
+    model = tiny_captioner(folder / "bpe", seed=5)
     model.save(folder / "captioner.keras")
     return model, folder / "captioner.keras"
 

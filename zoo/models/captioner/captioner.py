@@ -31,6 +31,9 @@ from zoo.models.vit.image_batch import as_image_batch
 from zoo.text.byte_pair import BytePairTokenizer
 from zoo.training.errors import UserError
 
+# The whitespace cut from both ends of a caption (GPT-2 writes a space before most words).
+ASCII_SPACE = " \t\n\v\f\r"
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ImageCaptioner(CaptionerSearch, Task):
@@ -213,7 +216,8 @@ class ImageCaptioner(CaptionerSearch, Task):
         if tokenizer is None:
             raise UserError("this captioner has no tokenizer; use caption_ids")
         ids = self.caption_ids(images, beam_size, max_length, alpha, batch_size)
-        return [text.strip() for text in tokenizer.decode(ids)]
+        # ASCII whitespace, as the exported graph's `tf.strings.strip` cuts it.
+        return [text.strip(ASCII_SPACE) for text in tokenizer.decode(ids)]
 
     # ------------------------------------------------------------------ training
     def compile(self, optimizer: Any = "auto", loss: Any = "auto", weighted_metrics: Any = "auto",
