@@ -40,7 +40,8 @@ def cmd_models(args: argparse.Namespace) -> None:
     saying so, then one line per architecture (the untrained shapes `--architecture` takes)."""
     from zoo.hub.loader import list_models
     from zoo.models.architectures import architectures
-    import zoo.models.translator.architectures  # noqa: F401  (registers; no Keras import)
+    import zoo.models.causal_lm.architectures  # noqa: F401  (registers; no Keras import)
+    import zoo.models.translator.architectures  # noqa: F401
     import zoo.models.vit.architectures  # noqa: F401
     import zoo.models.captioner.architectures  # noqa: F401
 
@@ -52,6 +53,7 @@ def cmd_models(args: argparse.Namespace) -> None:
                                         if info.get("hybrid") else "")
         print(f"{name}\t{kind}\t{info.get('description', '')}")
     kinds = {"Translator": "translator", "VisionTransformer": "vit",
+             "GPT2Backbone": "causal-lm",
              "ImageCaptioner": "captioner"}
     for name, shape in architectures().items():
         kind = kinds.get(shape.model, shape.model)

@@ -6,6 +6,8 @@
                   [--pipeline-options="BEAM FLAGS"]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
     zoo caption [--model M] [--beam-size N] [--max-length L] IMAGE ...
+    zoo generate --model M [--max-new-tokens N] [--top-p P] [--top-k K] [--temperature T]
+                 [--num-beams N] [--seed S] [--repetition-penalty R] [--stop S] [PROMPT ...]
     zoo classify --pipeline FOLDER --output FILE --model EXPORT [--top-k K] [--workers N]
                  [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
@@ -38,6 +40,7 @@ from zoo.cli.commands import (
     cmd_train,
     cmd_translate,
 )
+from zoo.cli.generate_command import add_generate
 from zoo.cli.pipeline_commands import add_pipeline_flags
 from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
 from zoo.recipes.checks import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
@@ -100,6 +103,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     _add_translate(sub)
     _add_classify(sub)
     _add_caption(sub)
+    add_generate(sub, _subcommand, MODEL_HELP)
     for command, help_text in (
             ("train", "train a model with the zoo's recipe"),
             ("finetune", "fine-tune a pretrained model (--model) on new data")):

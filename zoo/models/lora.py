@@ -25,8 +25,8 @@ the `r * 2 * d_model` of LoRA on a `(d_model, d_model)` matrix (PEFT's on Huggin
 
 Every `zoo.models.task.Task` takes `enable_lora` and `merge_lora` from `LoraAdaptation`;
 `VisionTransformer` and `Translator` name their blocks in `_lora_blocks`.
-`enable_lora(model, ...)` and `merge_lora(model)` are the same as functions. Saving an adapted model without merging it
-writes the merged model too: Keras' `Dense` and `EinsumDense` save the kernel with the
+`enable_lora(model, ...)` and `merge_lora(model)` are the same as functions. Saving an adapted
+model without merging it writes the merged model too: Keras' `Dense` and `EinsumDense` save the kernel with the
 factors added (and not the factors), and the zoo's model configs do not mention LoRA. Training
 checkpoints keep the factors (`zoo.training.checkpointing.lora_variables`).
 """
@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import keras
 from keras import ops
 
+from zoo.layers.keras_internals import nested_layers
 from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 
@@ -92,17 +93,20 @@ def _set_trainable(layer: keras.layers.Layer, value: bool) -> None:
     layer.trainable = value
 
 
-def _freeze_outside(layers: Sequence[keras.layers.Layer], blocks: set[int],
-                    trained: Sequence[keras.layers.Layer]) -> None:
-    """Sets `trainable=False` on `layers` but the blocks (ids in `blocks`) and `trained`,
-    going into a model (a task's backbone) that holds blocks."""
-    for layer in layers:
-        if id(layer) in blocks or any(layer is t for t in trained):
+def _outside_blocks(layer: keras.layers.Layer, blocks: set[int]) -> list[keras.layers.Layer]:
+    """The sub-layers of `layer` that hold none of the `blocks` (ids), descending into those
+    that hold some (a task's backbone), so that freezing them leaves the blocks alone."""
+    outside = []
+    inside = nested_layers(layer)
+    deeper = {id(x) for sub in inside for x in nested_layers(sub)}
+    for sub in (sub for sub in inside if id(sub) not in deeper):  # the direct sub-layers
+        if id(sub) in blocks:
             continue
-        if isinstance(layer, keras.Model) and any(id(sub) in blocks for sub in layer.layers):
-            _freeze_outside(layer.layers, blocks, trained)
+        if blocks.intersection(id(x) for x in nested_layers(sub)):
+            outside += _outside_blocks(sub, blocks)
         else:
-            _set_trainable(layer, False)
+            outside.append(sub)
+    return outside
 
 
 def _base_kernel(layer: keras.layers.Layer) -> keras.Variable:
@@ -221,7 +225,9 @@ class LoraAdaptation:
         blocks = {id(block) for block in self._lora_blocks()}
         trained = self._lora_trained_layers()
         _set_trainable(self, True)  # every layer and weight, as freeze_blocks may have left them
-        _freeze_outside(self.layers, blocks, trained)
+        for layer in _outside_blocks(self, blocks):
+            if all(layer is not t for t in trained):
+                _set_trainable(layer, False)
         for variable in self.weights:
             variable.trainable = False
         for layer in adapted:

@@ -40,6 +40,7 @@ def _hf_reference(model, folder):
     return tokenizer, [tokenizer.encode(p) for p in PROMPTS]
 
 
+@pytest.mark.slow
 def test_folder_logits_and_greedy_tokens_equal_hugging_faces(gpt2_folder, hub_cache):
     folder, reference = gpt2_folder
     lm = zoo.load(str(folder))
@@ -64,6 +65,7 @@ def test_folder_logits_and_greedy_tokens_equal_hugging_faces(gpt2_folder, hub_ca
     assert text == PROMPTS[0] + tokenizer.decode(ours[0])
 
 
+@pytest.mark.slow
 def test_handle_offline_is_the_same_model(gpt2_folder, hub_cache):
     folder, reference = gpt2_folder
     publish(hub_cache, "gpt2", folder)

@@ -71,8 +71,8 @@ def test_malformed_handles(hub_cache, handle):
 
 
 @pytest.mark.parametrize("architectures, expected", [
-    (["GPT2LMHeadModel"], "GPT2LMHeadModel is not supported; supported are "
-                          "ViTForImageClassification"),
+    (["LlamaForCausalLM"], "LlamaForCausalLM is not supported; supported are "
+                           "ViTForImageClassification"),
     (["BertModel"], "sentence-transformers model only"),
 ])
 def test_unsupported_architecture_is_one_line(hub_cache, tmp_path, architectures, expected):

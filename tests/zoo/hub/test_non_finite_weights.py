@@ -39,11 +39,11 @@ def _message(path, weight: str) -> str:
 
 # One weight of each kind: trainable kernels and biases, tokens and tables, a norm's scale,
 # and the stem's batch-norm statistics (not trainable).
-WEIGHTS = ["vit/class_token/class_token",
-           "vit/position_embedding/position_embeddings",
-           "vit/stem/convolution_0/kernel",
-           "vit/stem/batch_norm_0/moving_variance",
-           "vit/encoder_norm/gamma",
+WEIGHTS = ["vit/backbone/class_token/class_token",
+           "vit/backbone/position_embedding/position_embeddings",
+           "vit/backbone/stem/convolution_0/kernel",
+           "vit/backbone/stem/batch_norm_0/moving_variance",
+           "vit/backbone/encoder_norm/gamma",
            "vit/head/bias"]
 
 
@@ -72,12 +72,13 @@ def test_the_first_damaged_weight_is_named_and_the_good_file_loads(tmp_path):
                                keras.ops.convert_to_numpy(model(batch)), rtol=1e-6)
     # The head comes after the position embedding in the model's weights.
     _damaged(model, "vit/head/kernel", np.nan)
-    _damaged(model, "vit/position_embedding/position_embeddings", np.inf)
+    _damaged(model, "vit/backbone/position_embedding/position_embeddings", np.inf)
     bad = tmp_path / "bad.keras"
     model.save(bad)
     with pytest.raises(zoo.UserError) as refused:
         zoo.load(str(bad))
-    assert str(refused.value) == _message(bad, "vit/position_embedding/position_embeddings")
+    assert str(refused.value) == _message(
+        bad, "vit/backbone/position_embedding/position_embeddings")
 
 
 def test_another_kind_of_model_is_refused_alike(tmp_path):

@@ -131,7 +131,8 @@ def test_load_weights_names_the_first_mismatched_weight_and_both_shapes(tmp_path
     # Refused before anything was assigned.
     assert all(np.array_equal(before[k], v) for k, v in values(target).items())
     deeper = small(num_layers=4)
-    with pytest.raises(ValueError, match="backbone/encoder_block_3/.* is missing from the checkpoint"):
+    with pytest.raises(ValueError,
+                       match="backbone/encoder_block_3/.* is missing from the checkpoint"):
         load_weights(deeper, tmp_path / "ten.weights.h5")
     # And a fitting checkpoint loads.
     same = load_weights(small(num_classes=10), tmp_path / "ten.weights.h5")
@@ -264,7 +265,8 @@ def test_the_recipe_prepares_a_pretrained_model_for_new_classes_and_a_new_size(t
     assert np.array_equal(old["backbone/encoder_block_2/feed_forward/output/kernel"],
                           new["backbone/encoder_block_2/feed_forward/output/kernel"])
     trainable = {relative_variable_path(v) for v in model.trainable_weights}
-    assert not any(p.startswith(("backbone/patch_embedding", "backbone/encoder_block_0/")) for p in trainable)
+    assert not any(p.startswith(("backbone/patch_embedding", "backbone/encoder_block_0/"))
+                   for p in trainable)
     multipliers = model.optimizer.learning_rate_multipliers
     assert multipliers["backbone/encoder_block_1/self_attention/query/kernel"] == 0.25
     labels = np.eye(3, dtype="float32")[np.arange(8) % 3]

@@ -4,6 +4,10 @@ shape, ids back to text, stop strings, and streaming one token at a time.
 The loop is `zoo.generation.sampling.sample` (greedy, random, top-k, top-p) or
 `zoo.generation.beam.beam_search` (the translator's); this module only feeds them the model's
 step, `CausalLM.next_logits`, over the backbone's key/value cache.
+
+On TensorFlow the generation functions are graphs without XLA (`jit_compile=False`): XLA
+compiles each prompt width and setting anew, which took seconds per shape on a CPU, more than
+a short generation's steps cost (JAX compiles always).
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ class CausalLMGeneration:
         if key not in self._generate_functions:
             self._generate_functions[key] = compile_for_backend(functools.partial(
                 self._sample_graph, width=width, max_new=max_new, sampler=sampler,
-                penalty=penalty), self)
+                penalty=penalty), self, jit_compile=False)
         out = np.asarray(ops.convert_to_numpy(self._generate_functions[key](
             tokens, lengths, np.int32(seed))))
         return [_until_end(out[row, n:n + max_new], self.end_id)
@@ -109,7 +113,7 @@ class CausalLMGeneration:
         key = ("beam", len(prompt), max_new, sampler)
         if key not in self._generate_functions:
             self._generate_functions[key] = compile_for_backend(functools.partial(
-                self._beam_graph, max_new=max_new, sampler=sampler), self)
+                self._beam_graph, max_new=max_new, sampler=sampler), self, jit_compile=False)
         tokens = self._generate_functions[key](np.array([prompt], "int32"))
         return _until_end(np.asarray(ops.convert_to_numpy(tokens))[0], self.end_id)
 
@@ -197,10 +201,11 @@ class CausalLMGeneration:
                 compile_for_backend(lambda t: initial_state(
                     t, np.array([len(prompt)], "int32"),
                     self._prefilled(t, len(prompt), t.shape[1]),
-                    self.backbone.vocabulary_size, penalty != 1.0), self),
+                    self.backbone.vocabulary_size, penalty != 1.0), self, jit_compile=False),
                 compile_for_backend(
                     lambda s, *state: sampling_step(self.next_logits, sampler, self.end_id,
-                                                    max_new, s, penalty, *state), self))
+                                                    max_new, s, penalty, *state), self,
+                    jit_compile=False))
         start, step = self._generate_functions[key]
         state, decoder, written = start(tokens), self.preprocessor.tokenizer.stream_decoder(), ""
         for _ in range(max_new):

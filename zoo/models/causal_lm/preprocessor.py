@@ -62,12 +62,16 @@ class CausalLMPreprocessor(Preprocessor):
         `tf.data.Dataset.map`)."""
         import tensorflow as tf
 
+        ids = self.require_tokenizer().layer(tf.convert_to_tensor(texts, tf.string))
+        if not isinstance(ids, tf.RaggedTensor):  # eager: lists of ids
+            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1)
+        return self.pack_ids(ids)
+
+    def pack_ids(self, ids: Any) -> tuple[dict, Any, Any]:
+        """`pack` of texts already tokenized: a `(batch, None)` ragged tensor of ids."""
+        import tensorflow as tf
+
         tokenizer = self.require_tokenizer()
-        texts = tf.convert_to_tensor(texts, tf.string)
-        ids = tokenizer.layer(texts)
-        if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(ids) if isinstance(ids, tf.Tensor) else (
-                tf.ragged.constant(ids, dtype=tf.int32))
         ids = tf.cast(ids, tf.int32)
         end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
         ids = tf.concat([end, ids, end], axis=1)[:, :self.sequence_length + 1]
@@ -91,16 +95,23 @@ class CausalLMPreprocessor(Preprocessor):
 
         batch_size = positive_int(32 if batch_size is None else batch_size, "batch_size",
                                   error=UserError)
+        # The tokenizer's lookup tables are made here, eagerly: made while `map` traces, they
+        # would belong to that one graph, and a second dataset could not use them.
+        _ = self.require_tokenizer().layer
         if isinstance(texts, tf.data.Dataset):
             spec = texts.element_spec
             if not isinstance(spec, tf.TensorSpec) or spec.dtype != tf.string:
                 raise UserError(f"fit on text takes a dataset of strings; got elements "
                                 f"{spec}")
             dataset = texts.batch(batch_size) if spec.shape.rank == 0 else texts
+            packed = dataset.map(self.pack, num_parallel_calls=tf.data.AUTOTUNE)
         else:
-            strings = _as_string_list(texts)
-            dataset = tf.data.Dataset.from_tensor_slices(strings).batch(batch_size)
-        return dataset.map(self.pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+            # A list is tokenized once, in Python (keras-hub's eager path), not every epoch.
+            ids = self.tokenizer.encode(_as_string_list(texts))
+            dataset = tf.data.Dataset.from_tensor_slices(
+                tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1))
+            packed = dataset.batch(batch_size).map(self.pack_ids)
+        return packed.prefetch(2)
 
     def save_assets(self, dir_path: str) -> None:
         """Writes the tokenizer's `vocab.json` and `merges.txt` into the `.keras` assets."""

@@ -3,10 +3,10 @@ at another image size (the position grid interpolated), with other training opti
 without some heads; and frozen blocks for fine-tuning.
 
 `VisionTransformer` takes these methods from `VisionTransformerSurgery`; they change its
-backbone (`zoo.models.vit.backbone.ViTBackbone`) through the classifier's config. The `with_*` methods,
-`reset_classifier` and `prune_heads` leave the model they are called on unchanged and make the
-new one by `from_config`, so that it saves and loads; `freeze_blocks` and `unfreeze` change
-which of its layers train, in place. What every model's surgery shares is in `zoo.models.surgery`.
+backbone (`zoo.models.vit.backbone.ViTBackbone`) through the classifier's config. The
+`with_*` methods, `reset_classifier` and `prune_heads` leave the model they are called on
+unchanged and make the new one by `from_config`, so that it saves and loads; `freeze_blocks`
+and `unfreeze` change which of its layers train, in place. What every model's surgery shares is in `zoo.models.surgery`.
 
     model = zoo.load("vit-cifar10")
     model = model.with_new_head(3, class_names=["cat", "dog", "ship"])  # or reset_classifier
