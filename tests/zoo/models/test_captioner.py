@@ -104,3 +104,15 @@ def test_bad_input_is_one_clear_error(captioner):
         captioner.fit(caption_images(2), CAPTIONS)
     with pytest.raises(UserError, match="unknown ImageCaptioner architecture"):
         ImageCaptioner.from_architecture("captioner-huge")
+
+
+def test_lora_trains_the_blocks_factors_and_merges_with_the_tokenizer(tmp_path):
+    model = tiny_captioner(tmp_path, seed=4)
+    images, ids = caption_images(2), np.array([[model.start_id, 7, 8]] * 2)
+    inputs = {"images": images, "token_ids": ids, "padding_mask": np.ones(ids.shape)}
+    before = _numpy(model(inputs))
+    model.enable_lora(2)
+    assert all("lora" in w.path for w in model.trainable_weights)
+    merged = model.merge_lora()
+    assert merged.preprocessor.tokenizer is model.preprocessor.tokenizer
+    np.testing.assert_allclose(_numpy(merged(inputs)), before, atol=1e-5)

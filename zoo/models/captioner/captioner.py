@@ -176,6 +176,20 @@ class ImageCaptioner(CaptionerSearch, Task):
             decoder_inputs["padding_mask"] = inputs["padding_mask"]
         return self.logits(self.decoder(decoder_inputs, training=training))
 
+    def _lora_blocks(self) -> list[keras.layers.Layer]:
+        """LoRA (`enable_lora`) adapts the encoder's and the decoder's blocks."""
+        return [*self.encoder.encoder_blocks, *self.decoder.decoder_blocks]
+
+    def _lora_prepare(self) -> None:
+        self.ensure_built()
+        self._search_functions = {}  # a compiled search read the kernels without factors
+
+    def _lora_blank_copy(self) -> keras.Model:
+        model = type(self).from_config(self.get_config())
+        model.preprocessor.tokenizer = self.preprocessor.tokenizer  # not in the config
+        model.ensure_built()
+        return model
+
     # ------------------------------------------------------------------ captions
     def caption_ids(self, images: Any, beam_size: int = 4,
                     max_length: int = DEFAULT_MAX_LENGTH, alpha: float = 0.6,
