@@ -45,6 +45,7 @@ def cmd_models(args: argparse.Namespace) -> None:
     import zoo.models.translator.architectures  # noqa: F401
     import zoo.models.vit.architectures  # noqa: F401
     import zoo.models.clip.architectures  # noqa: F401
+    import zoo.models.captioner.architectures  # noqa: F401
 
     models = list_models()
     if not models:
@@ -54,7 +55,8 @@ def cmd_models(args: argparse.Namespace) -> None:
                                         if info.get("hybrid") else "")
         print(f"{name}\t{kind}\t{info.get('description', '')}")
     kinds = {"Translator": "translator", "VisionTransformer": "vit",
-             "GPT2Backbone": "causal-lm", "CLIPBackbone": "clip"}
+             "GPT2Backbone": "causal-lm", "CLIPBackbone": "clip",
+             "ImageCaptioner": "captioner"}
     for name, shape in architectures().items():
         kind = kinds.get(shape.model, shape.model)
         print(f"{name}\t{kind} architecture (untrained)\t{shape.description}")
@@ -233,6 +235,22 @@ def _classify_zero_shot(args: argparse.Namespace) -> None:
     for path, top in zip(args.images, results):
         for label, probability in top:
             print(f"{_printable(path)}\t{label}\t{probability:.4f}")
+
+
+def cmd_caption(args: argparse.Namespace) -> None:
+    """`zoo caption`: one `path<TAB>caption` line per image, in the order given."""
+    import numpy as np
+
+    import zoo
+    from zoo.models.captioner.captioner import ImageCaptioner
+    from zoo.training.image_files import load_image
+
+    model = zoo.load(args.model, expect=ImageCaptioner)
+    size = model.encoder.image_shape[:2]
+    images = np.stack([load_image(path, image_size=size) for path in args.images])
+    captions = model.caption(images, beam_size=args.beam_size, max_length=args.max_length)
+    _write_lines([f"{_printable(path)}\t{caption}"
+                  for path, caption in zip(args.images, captions)])
 
 
 def cmd_train(args: argparse.Namespace) -> None:

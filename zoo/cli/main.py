@@ -45,8 +45,8 @@ OWN_FOLDERS = ("zoo", "layers", "training")
 
 # Commands that load Keras (and TensorFlow): they run behind the stderr chatter filter. `zoo
 # models`, `--help` and argument errors import neither.
-TENSORFLOW_COMMANDS = ("translate", "classify", "generate", "train", "finetune", "evaluate",
-                       "export", "convert", "quantize")
+TENSORFLOW_COMMANDS = ("translate", "classify", "caption", "generate", "train", "finetune",
+                       "evaluate", "export", "convert", "quantize")
 RECIPE_COMMANDS = ("train", "finetune")
 # Keras 3's backends (keras.src.backend.config): what KERAS_BACKEND may name.
 KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
@@ -214,7 +214,8 @@ def _check_backend(command: str, environ: typing.MutableMapping[str, str]) -> st
 # Arguments that may hold bytes that are not UTF-8: `zoo translate` answers such a TEXT with
 # an empty line and a warning (as a line of stdin), `zoo classify` opens such an IMAGE (and
 # prints its name with the bytes as \xNN escapes where stdout cannot write them back).
-NON_UTF8_ALLOWED = {("translate", "text"), ("classify", "images"), ("generate", "text")}
+NON_UTF8_ALLOWED = {("translate", "text"), ("classify", "images"), ("caption", "images"),
+                    ("generate", "text")}
 
 
 def _check_utf8(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str | None:
@@ -265,14 +266,14 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
     model = getattr(args, "model", None)
     if getattr(args, "pipeline", None):  # an export's folder, and Beam's paths: checked there
         return None
-    if (args.command in ("translate", "classify", "evaluate", "export", "quantize")
+    if (args.command in ("translate", "classify", "caption", "evaluate", "export", "quantize")
             and isinstance(model, str) and "://" not in model and not is_handle(model)
             and hasattr(registry, "resolve")):
         try:
             registry.resolve(model)  # shipped names and local paths only: no download
         except (UserError, *FILE_ERRORS) as error:
             return str(error).strip() or repr(error)
-    if args.command == "classify":
+    if args.command in ("classify", "caption"):
         for path in args.images:
             if os.path.isdir(path):
                 return f"image {path} is a directory, not an image file"

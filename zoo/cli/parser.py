@@ -5,6 +5,7 @@
     zoo translate --pipeline FILE --output FILE --model EXPORT [--workers N] [--force]
                   [--pipeline-options="BEAM FLAGS"]
     zoo classify [--model M] [--top-k K] [--attention FILE.png] IMAGE ...
+    zoo caption [--model M] [--beam-size N] [--max-length L] IMAGE ...
     zoo generate --model M [--max-new-tokens N] [--top-p P] [--top-k K] [--temperature T]
                  [--num-beams N] [--seed S] [--repetition-penalty R] [--stop S] [PROMPT ...]
     zoo classify --model CLIP --labels A,B,... [--template T] [--top-k K] IMAGE ...
@@ -31,6 +32,7 @@ from typing import Any
 
 from zoo.cli.commands import (
     TRANSLATE_BEAM_SIZE,
+    cmd_caption,
     cmd_classify,
     cmd_convert,
     cmd_evaluate,
@@ -50,6 +52,8 @@ DESCRIPTION = ("The `zoo` command: list, translate, classify, train, evaluate, e
                "quantize models.")
 DEFAULT_TRANSLATOR = "translator-multi30k-en-de"
 DEFAULT_VIT = "vit-cifar10"
+# No captioner is shipped: the default is converted from the hub on first use (network).
+DEFAULT_CAPTIONER = "hf://nlpconnect/vit-gpt2-image-captioning"
 # A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
 POSITIVE = checked_type(int, POSITIVE_INT)
 MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
@@ -100,6 +104,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     _subcommand(sub, "models", "list the shipped models and the architectures").set_defaults(func=cmd_models)
     _add_translate(sub)
     _add_classify(sub)
+    _add_caption(sub)
     add_generate(sub, _subcommand, MODEL_HELP)
     for command, help_text in (
             ("train", "train a model with the zoo's recipe"),
@@ -144,6 +149,18 @@ def _add_classify(sub: Any) -> None:
                         "label (default: 'a photo of a {}')")
     add_pipeline_flags(p, "a folder's images (or a glob)", POSITIVE)
     p.set_defaults(func=cmd_classify)
+
+
+def _add_caption(sub: Any) -> None:
+    p = _subcommand(sub, "caption", "write a caption for each image (path<TAB>caption)")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, ...)")
+    p.add_argument("--model", default=DEFAULT_CAPTIONER,
+                   help=f"image captioner: {MODEL_HELP} (the default is downloaded and "
+                        "converted on first use)")
+    p.add_argument("--beam-size", type=POSITIVE, default=4, help="beam width (1: greedy)")
+    p.add_argument("--max-length", type=POSITIVE, default=20,
+                   help="most tokens of a caption, its end included")
+    p.set_defaults(func=cmd_caption)
 
 
 def _add_recipe_command(sub: Any, command: str, help_text: str, recipes: bool) -> None:

@@ -115,15 +115,21 @@ def _build_hf_image_classifier(folder: Path, config: Mapping[str, Any], name: st
                                converter: Callable[..., Any]) -> Any:
     """A Hugging Face image classifier's folder through `converter`, with its image
     processor's normalisation built in; `id2label` names the classes."""
+    tensors = checkpoint_tensors(folder)
+    return _normalise(lambda **kw: converter(tensors, config, **kw),
+                      *_image_normalisation(folder), name=name)
+
+
+def _image_normalisation(folder: Path) -> tuple[Any, Any, float, str]:
+    """`(mean, std, rescale, where)` of the folder's image processor (Hugging Face's
+    `preprocessor_config.json`): pixels become `(x * rescale - mean) / std`."""
     processor = _read_json(folder / "preprocessor_config.json")
     normalise = processor.get("do_normalize", True)
     mean = processor.get("image_mean", _HALF) if normalise else (0.0, 0.0, 0.0)
     std = processor.get("image_std", _HALF) if normalise else (1.0, 1.0, 1.0)
     rescale = (config_float(processor, "rescale_factor", 1 / 255)
                if processor.get("do_rescale", True) else 1.0)
-    tensors = checkpoint_tensors(folder)
-    return _normalise(lambda **kw: converter(tensors, config, **kw),
-                      mean, std, rescale, processor.path, name=name)
+    return mean, std, rescale, processor.path
 
 
 def build_timm_vit(folder: Path, config: Mapping[str, Any], name: str) -> Any:
@@ -235,6 +241,20 @@ def build_clip(folder: Path, config: Mapping[str, Any], name: str) -> Any:
                         mean=mean.tolist(), std=std.tolist(), name=name)
 
 
+def build_captioner(folder: Path, config: Mapping[str, Any], name: str) -> Any:
+    """A `VisionEncoderDecoderModel` (ViT + GPT-2) as an `ImageCaptioner` that takes 0..255
+    images, with its image processor's normalisation and its byte-level BPE tokenizer."""
+    from zoo.converters.vision_encoder_decoder import captioner_from_hf
+    from zoo.text.byte_pair import BytePairTokenizer
+
+    mean, std, rescale, where = _image_normalisation(folder)
+    mean, std = _channels(mean, "mean", where), _channels(std, "std", where)
+    return captioner_from_hf(checkpoint_tensors(folder), config,
+                             tokenizer=BytePairTokenizer.from_folder(folder),
+                             image_scale=(rescale / std).tolist(),
+                             image_offset=(-mean / std).tolist(), name=name)
+
+
 BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "vit": build_vit,
     "deit": build_deit,
@@ -243,4 +263,5 @@ BUILDERS: dict[str, Callable[[Path, Mapping[str, Any], str], Any]] = {
     "sentence-encoder": build_sentence_encoder,
     "gpt2": build_gpt2,
     "clip": build_clip,
+    "vision-encoder-decoder": build_captioner,
 }

@@ -21,6 +21,7 @@ The architecture is read from `config.json`:
     timm ViT (`architecture`, `pretrained_cfg`) -> VisionTransformer (timm's `label_names`)
     MarianMTModel (OPUS-MT)        -> Translator with a `zoo.text.marian.MarianTokenizer`
     GPT2LMHeadModel (gpt2, distilgpt2, ...) -> CausalLM with its byte-level BPE tokenizer
+    VisionEncoderDecoderModel (ViT + GPT-2) -> ImageCaptioner with its BPE tokenizer
     BERT sentence-transformers     -> SentenceEncoder (needs `modules.json`)
     CLIPModel                      -> CLIP with its `zoo.text.clip_tokenizer.CLIPTokenizer`
 
@@ -72,11 +73,13 @@ SUPPORTED_ARCHITECTURES = {
     "BertModel": "sentence-encoder",
     "GPT2LMHeadModel": "gpt2",
     "CLIPModel": "clip",
+    "VisionEncoderDecoderModel": "vision-encoder-decoder",
 }
 SUPPORTED_DESCRIPTION = ("ViTForImageClassification, DeiTForImageClassification[WithTeacher] "
                          "(distilled DeiTs), timm ViTs (vit_*/deit_* with a class token, not "
                          "the distilled deit_*_distilled_*), MarianMTModel (OPUS-MT), BERT "
-                         "sentence-transformers models, GPT2LMHeadModel, CLIPModel")
+                         "sentence-transformers models, GPT2LMHeadModel, CLIPModel, "
+                         "VisionEncoderDecoderModel (ViT + GPT-2)")
 # What a conversion reads from a repository (the weights are fetched separately).
 _CONFIG_FILES = ["config.json", "preprocessor_config.json", "tokenizer_config.json",
                  "special_tokens_map.json", "source.spm", "target.spm", "vocab.json", "merges.txt",

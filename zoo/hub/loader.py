@@ -344,6 +344,7 @@ def _refuse_unsafe(path: Path, config: Any, error: Exception) -> None:
 
 
 def _register_classes() -> None:
+    import zoo.models.captioner.captioner  # noqa: F401
     import zoo.models.causal_lm.causal_lm  # noqa: F401
     import zoo.models.sentence_encoder.model  # noqa: F401  registers the classes for deserialization
     import zoo.models.translator.model  # noqa: F401

@@ -21,6 +21,9 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   `padding_mask` `[batch, length]` -> `embeddings`; each refuses a request of more than
   `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's,
   which take `MAX_TRANSLATOR_SENTENCES`, 64, a request);
+- an image captioner's `serving_default`: encoded images `tf.string [batch]` -> `captions`
+  and `scores`, with decoding, the encoder, the search and the detokenization in the graph;
+  at most `MAX_CAPTION_IMAGES` (32) images a request; zoo/serving/caption_endpoints.py;
 - every signature bounded in memory for every request it accepts (refusals are
   InvalidArgument naming the cap; the largest accepted requests' memory is measured in
   docs/benchmarks.md), and an empty request answered with outputs of no rows;
@@ -63,6 +66,7 @@ from zoo.serving.version_folder import put_in_place as _put_in_place
 from zoo.serving.version_folder import remove_stale_temporaries
 from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
     MAX_IMAGES, MAX_PIXELS, MAX_REQUEST_BYTES, image_header_size, vit_endpoints)
+from zoo.serving.caption_endpoints import MAX_CAPTION_IMAGES, captioner_endpoints  # noqa: F401
 from zoo.serving.text_endpoints import (  # noqa: F401  (named here too)
     MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
 
@@ -104,10 +108,11 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
     endpoints, and the `serving_default` inputs of its one warm-up request."""
     import tensorflow as tf
 
+    from zoo.models.captioner.captioner import ImageCaptioner
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
 
-    if isinstance(model, Translator):
+    if isinstance(model, (Translator, ImageCaptioner)):
         model.ensure_built()
     # The endpoints capture the variables they use, and the archive saves those; tracking the
     # model as well would save every weight a second time under its Keras name
@@ -119,6 +124,10 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
         archive.add_endpoint(SERVING_SIGNATURE, translate)
         archive.add_endpoint("translate_ids", translate_ids)
         warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
+    elif isinstance(model, ImageCaptioner):
+        archive.add_endpoint(SERVING_SIGNATURE, captioner_endpoints(model, beam_size, alpha))
+        blank = tf.zeros(list(model.encoder.image_shape[:2]) + [3], tf.uint8)
+        warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
     elif isinstance(model, SentenceEncoder):
         embed, embed_ids = sentence_encoder_endpoints(model)
         archive.add_endpoint(SERVING_SIGNATURE, embed)
@@ -147,7 +156,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         version: the version number (a positive int).
         force: replace an existing version folder; the old one is swapped out only once the
             new one is complete.
-        beam_size, alpha: the translator's search, fixed in the graph.
+        beam_size, alpha: the translator's (and the captioner's) search, fixed in the graph.
         top_k: how many labels the ViT returns (a sentence encoder ignores these three).
         name: the served model's name; by default the shipped name, the file's stem, the
             handle's model name, or for a model object the name it was loaded as (a
@@ -173,6 +182,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     """
     import zoo
     from zoo.generation.settings import check_search_settings
+    from zoo.models.captioner.captioner import ImageCaptioner
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
@@ -205,9 +215,10 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     source = model
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
-    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
+    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, ImageCaptioner)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
-        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder;"
+        raise UserError(f"export takes a Translator, VisionTransformer, SentenceEncoder or "
+                        f"ImageCaptioner;"
                         f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
                         "serve (export it with model.export(path) instead)")
     if precision == "bfloat16":

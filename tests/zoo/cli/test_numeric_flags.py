@@ -22,6 +22,8 @@ BAD_VALUES = ["nan", "inf", "-inf", "-1", "1e300", "99999999999999999999999"]
 OTHER_FLAGS = [
     (["translate"], "--beam-size"),
     (["classify", "x.png"], "--top-k"),
+    (["caption", "x.png"], "--beam-size"),
+    (["caption", "x.png"], "--max-length"),
     (["evaluate", "translator", "--model", "m", "--source", "s", "--reference", "r"],
      "--beam-size"),
     (["export", "m", "--output", "d"], "--version"),
