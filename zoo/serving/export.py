@@ -21,6 +21,10 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   `padding_mask` `[batch, length]` -> `embeddings`; each refuses a request of more than
   `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's,
   which take `MAX_TRANSLATOR_SENTENCES`, 64, a request);
+- a causal language model's `serving_default`: `tf.string [batch]` prompts (and optional
+  `max_new_tokens`, `temperature`, `top_p`, `seed`) -> `completions` and `new_tokens`, with
+  byte-pair tokenization, the sampling loop and detokenization in the graph; at most
+  `MAX_PROMPTS` (8) prompts a request; zoo/serving/generation_endpoints.py;
 - every signature bounded in memory for every request it accepts (refusals are
   InvalidArgument naming the cap; the largest accepted requests' memory is measured in
   docs/benchmarks.md), and an empty request answered with outputs of no rows;
@@ -65,6 +69,8 @@ from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
     MAX_IMAGES, MAX_PIXELS, MAX_REQUEST_BYTES, image_header_size, vit_endpoints)
 from zoo.serving.text_endpoints import (  # noqa: F401  (named here too)
     MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
+from zoo.serving.generation_endpoints import (  # noqa: F401  (MAX_PROMPTS named here too)
+    MAX_PROMPTS, causal_lm_endpoints, signature_defaults, write_signature_defaults)
 
 SERVING_SIGNATURE = "serving_default"
 PRECISIONS = ("float32", "bfloat16")
@@ -99,26 +105,34 @@ def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
 
 
 def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
-             ) -> tuple[Any, dict[str, Any]]:
-    """`(archive, warmup inputs)`: a `keras.export.ExportArchive` holding the model's two
-    endpoints, and the `serving_default` inputs of its one warm-up request."""
+             ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """`(archive, warmup inputs, defaults)`: a `keras.export.ExportArchive` holding the
+    model's endpoints, the `serving_default` inputs of its one warm-up request, and the
+    values of its optional inputs (`SignatureDef.defaults`)."""
     import tensorflow as tf
 
+    from zoo.models.causal_lm.causal_lm import CausalLM
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
 
-    if isinstance(model, Translator):
+    if isinstance(model, (Translator, CausalLM)):
         model.ensure_built()
     # The endpoints capture the variables they use, and the archive saves those; tracking the
     # model as well would save every weight a second time under its Keras name
     # (keras-team/keras#23553). Only the tokenizer's assets need tracking.
-    archive = keras.export.ExportArchive()
+    archive, defaults = keras.export.ExportArchive(), {}
     if isinstance(model, Translator):
         translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
         archive.track(tokenizer)
         archive.add_endpoint(SERVING_SIGNATURE, translate)
         archive.add_endpoint("translate_ids", translate_ids)
         warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
+    elif isinstance(model, CausalLM):
+        generate, tokenizer = causal_lm_endpoints(model)
+        archive.track(tokenizer)
+        archive.add_endpoint(SERVING_SIGNATURE, generate)
+        defaults = signature_defaults(model.backbone.max_positions)
+        warmup = {"prompts": tf.constant(["Once upon a time"])}
     elif isinstance(model, SentenceEncoder):
         embed, embed_ids = sentence_encoder_endpoints(model)
         archive.add_endpoint(SERVING_SIGNATURE, embed)
@@ -130,7 +144,7 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
         archive.add_endpoint("classify_pixels", classify_pixels)
         blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
-    return archive, warmup
+    return archive, warmup, defaults
 
 
 def export_model(model: str | keras.Model, output: str | os.PathLike, version: int = 1,
@@ -173,6 +187,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     """
     import zoo
     from zoo.generation.settings import check_search_settings
+    from zoo.models.causal_lm.causal_lm import CausalLM
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
@@ -205,9 +220,10 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     source = model
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
-    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
+    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, CausalLM)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
-        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder;"
+        raise UserError(f"export takes a Translator, VisionTransformer, SentenceEncoder or "
+                        f"CausalLM;"
                         f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
                         "serve (export it with model.export(path) instead)")
     if precision == "bfloat16":
@@ -225,7 +241,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
 def _write_version(model: keras.Model, target: Path, name: str, force: bool, beam_size: int,
                    alpha: float, top_k: int) -> None:
     """Traces, writes and checks the export in a temporary folder, then puts it in place."""
-    archive, warmup = _archive(model, beam_size, alpha, top_k)
+    archive, warmup, defaults = _archive(model, beam_size, alpha, top_k)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     # A failure leaves no folder behind that this export made (DIR, DIR/<name>).
     with folder_for(target.parent):
@@ -233,6 +249,8 @@ def _write_version(model: keras.Model, target: Path, name: str, force: bool, bea
         try:
             with naming(target, temporary):  # a full disk names the version, not a temporary
                 archive.write_out(str(temporary), verbose=False)
+                if defaults:
+                    write_signature_defaults(temporary, SERVING_SIGNATURE, defaults)
                 needs_xla = xla_only_op_types(temporary)
                 if needs_xla:  # a bug of ours: the model server would fail on these
                     raise RuntimeError(f"the export holds ops that run only through XLA, "
