@@ -48,6 +48,9 @@ with tf.compat.v1.Session(graph=graph) as session:
     def run(name, feeds):
         signature = signatures[name]
         fetches = {key: value.name for key, value in signature.outputs.items()}
+        # An input the request leaves out takes the signature's default, as the server does.
+        feeds = {**{key: tf.make_ndarray(value) for key, value in signature.defaults.items()},
+                 **feeds}
         return session.run(fetches, {signature.inputs[key].name: value
                                      for key, value in feeds.items()})
 
@@ -64,7 +67,7 @@ with tf.compat.v1.Session(graph=graph) as session:
     for key, value in inputs.items():
         if isinstance(value, dict):  # bytes, sent as base64
             value = np.array([base64.b64decode(v) for v in value["base64"]], dtype=object)
-        elif value and isinstance(value[0], str):
+        elif isinstance(value, list) and value and isinstance(value[0], str):
             value = np.array([v.encode() for v in value], dtype=object)
         feeds[key] = value
     outputs = run(signature_name, feeds)
@@ -93,7 +96,8 @@ def serve(version, inputs: dict, signature: str = "serving_default",
     import sys
 
     payload = {key: {"base64": [base64.b64encode(v).decode() for v in values]}
-               if values and isinstance(values[0], bytes) else values
+               if isinstance(values, list) and values and isinstance(values[0], bytes)
+               else values
                for key, values in inputs.items()}
     result = subprocess.run([sys.executable, "-c", SERVER_SCRIPT],
                             input=json.dumps([str(version), signature, payload,

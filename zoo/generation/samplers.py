@@ -62,10 +62,7 @@ class Sampler:
     def choose(self, logits: Any, noise: Any) -> Any:
         """`(rows,)` int32 tokens: a draw from the softmax of the filtered logits divided
         by the temperature; `noise` is `(rows, vocab)` uniform in (0, 1)."""
-        scaled = self.filter(logits / self.temperature)
-        gumbel = -ops.log(-ops.log(noise))
-        scores = scaled + gumbel
-        return first_index_of(scores, ops.max(scores, axis=-1))
+        return draw(self.filter(logits / self.temperature), noise)
 
     uses_noise = True
 
@@ -126,13 +123,26 @@ class TopPSampler(Sampler):
     def filter(self, logits: Any) -> Any:
         if self.k is not None:
             logits = TopKSampler(k=self.k).filter(logits)
-        ordered = ops.sort(logits, axis=-1)[:, ::-1]  # (rows, vocab), largest first
-        probabilities = ops.softmax(ordered, axis=-1)
-        before = ops.cumsum(probabilities, axis=-1) - probabilities
-        # A token is kept while the tokens before it hold less than p (the first always).
-        kept = before < self.p
-        smallest = ops.min(ops.where(kept, ordered, np.inf), axis=-1, keepdims=True)
-        return ops.where(logits < smallest, FILTERED, logits)
+        return top_p_filter(logits, self.p)
+
+
+def draw(logits: Any, noise: Any) -> Any:
+    """`(rows,)` int32 tokens drawn from the softmax of `(rows, vocab)` logits, by the
+    Gumbel-max trick over `noise` (uniform in (0, 1), `uniform_noise`)."""
+    scores = logits - ops.log(-ops.log(noise))
+    return first_index_of(scores, ops.max(scores, axis=-1))
+
+
+def top_p_filter(logits: Any, p: Any) -> Any:
+    """The `(rows, vocab)` logits with every token outside the nucleus of probability `p`
+    (a float or a scalar tensor in (0, 1]) at `FILTERED`."""
+    ordered = ops.sort(logits, axis=-1)[:, ::-1]  # (rows, vocab), largest first
+    probabilities = ops.softmax(ordered, axis=-1)
+    before = ops.cumsum(probabilities, axis=-1) - probabilities
+    # A token is kept while the tokens before it hold less than p (the first always).
+    kept = before < p
+    smallest = ops.min(ops.where(kept, ordered, np.inf), axis=-1, keepdims=True)
+    return ops.where(logits < smallest, FILTERED, logits)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,10 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
 - an image captioner's `serving_default`: encoded images `tf.string [batch]` -> `captions`
   and `scores`, with decoding, the encoder, the search and the detokenization in the graph;
   at most `MAX_CAPTION_IMAGES` (32) images a request; zoo/serving/caption_endpoints.py;
+- a causal language model's `serving_default`: `tf.string [batch]` prompts (and optional
+  `max_new_tokens`, `temperature`, `top_p`, `seed`) -> `completions` and `new_tokens`, with
+  byte-pair tokenization, the sampling loop and detokenization in the graph; at most
+  `MAX_PROMPTS` (8) prompts a request; zoo/serving/generation_endpoints.py;
 - every signature bounded in memory for every request it accepts (refusals are
   InvalidArgument naming the cap; the largest accepted requests' memory is measured in
   docs/benchmarks.md), and an empty request answered with outputs of no rows;
@@ -69,6 +73,8 @@ from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
 from zoo.serving.caption_endpoints import MAX_CAPTION_IMAGES, captioner_endpoints  # noqa: F401
 from zoo.serving.text_endpoints import (  # noqa: F401  (named here too)
     MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES, sentence_encoder_endpoints, translator_endpoints)
+from zoo.serving.generation_endpoints import (  # noqa: F401  (MAX_PROMPTS named here too)
+    MAX_PROMPTS, causal_lm_endpoints, signature_defaults, write_signature_defaults)
 
 SERVING_SIGNATURE = "serving_default"
 PRECISIONS = ("float32", "bfloat16")
@@ -103,21 +109,23 @@ def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
 
 
 def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
-             ) -> tuple[Any, dict[str, Any]]:
-    """`(archive, warmup inputs)`: a `keras.export.ExportArchive` holding the model's two
-    endpoints, and the `serving_default` inputs of its one warm-up request."""
+             ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """`(archive, warmup inputs, defaults)`: a `keras.export.ExportArchive` holding the
+    model's endpoints, the `serving_default` inputs of its one warm-up request, and the
+    values of its optional inputs (`SignatureDef.defaults`)."""
     import tensorflow as tf
 
     from zoo.models.captioner.captioner import ImageCaptioner
+    from zoo.models.causal_lm.causal_lm import CausalLM
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
 
-    if isinstance(model, (Translator, ImageCaptioner)):
+    if isinstance(model, (Translator, ImageCaptioner, CausalLM)):
         model.ensure_built()
     # The endpoints capture the variables they use, and the archive saves those; tracking the
     # model as well would save every weight a second time under its Keras name
     # (keras-team/keras#23553). Only the tokenizer's assets need tracking.
-    archive = keras.export.ExportArchive()
+    archive, defaults = keras.export.ExportArchive(), {}
     if isinstance(model, Translator):
         translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
         archive.track(tokenizer)
@@ -128,6 +136,12 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
         archive.add_endpoint(SERVING_SIGNATURE, captioner_endpoints(model, beam_size, alpha))
         blank = tf.zeros(list(model.encoder.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
+    elif isinstance(model, CausalLM):
+        generate, tokenizer = causal_lm_endpoints(model)
+        archive.track(tokenizer)
+        archive.add_endpoint(SERVING_SIGNATURE, generate)
+        defaults = signature_defaults(model.backbone.max_positions)
+        warmup = {"prompts": tf.constant(["Once upon a time"])}
     elif isinstance(model, SentenceEncoder):
         embed, embed_ids = sentence_encoder_endpoints(model)
         archive.add_endpoint(SERVING_SIGNATURE, embed)
@@ -139,7 +153,7 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
         archive.add_endpoint("classify_pixels", classify_pixels)
         blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
-    return archive, warmup
+    return archive, warmup, defaults
 
 
 def export_model(model: str | keras.Model, output: str | os.PathLike, version: int = 1,
@@ -183,6 +197,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     import zoo
     from zoo.generation.settings import check_search_settings
     from zoo.models.captioner.captioner import ImageCaptioner
+    from zoo.models.causal_lm.causal_lm import CausalLM
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
@@ -215,10 +230,11 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     source = model
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
-    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, ImageCaptioner)):
+    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, ImageCaptioner,
+                              CausalLM)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
-        raise UserError(f"export takes a Translator, VisionTransformer, SentenceEncoder or "
-                        f"ImageCaptioner;"
+        raise UserError(f"export takes a Translator, VisionTransformer, SentenceEncoder, "
+                        f"ImageCaptioner or CausalLM;"
                         f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
                         "serve (export it with model.export(path) instead)")
     if precision == "bfloat16":
@@ -236,7 +252,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
 def _write_version(model: keras.Model, target: Path, name: str, force: bool, beam_size: int,
                    alpha: float, top_k: int) -> None:
     """Traces, writes and checks the export in a temporary folder, then puts it in place."""
-    archive, warmup = _archive(model, beam_size, alpha, top_k)
+    archive, warmup, defaults = _archive(model, beam_size, alpha, top_k)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     # A failure leaves no folder behind that this export made (DIR, DIR/<name>).
     with folder_for(target.parent):
@@ -244,6 +260,8 @@ def _write_version(model: keras.Model, target: Path, name: str, force: bool, bea
         try:
             with naming(target, temporary):  # a full disk names the version, not a temporary
                 archive.write_out(str(temporary), verbose=False)
+                if defaults:
+                    write_signature_defaults(temporary, SERVING_SIGNATURE, defaults)
                 needs_xla = xla_only_op_types(temporary)
                 if needs_xla:  # a bug of ours: the model server would fail on these
                     raise RuntimeError(f"the export holds ops that run only through XLA, "

@@ -66,6 +66,11 @@ class ServedModel:
 
         definition = self.signatures[signature]
         fetches = {key: value.name for key, value in definition.outputs.items()}
+        import tensorflow as tf
+
+        # An input the request leaves out takes the signature's default, as the server does.
+        inputs = {**{key: tf.make_ndarray(value) for key, value in definition.defaults.items()},
+                  **inputs}
         feeds = {}
         for key, value in inputs.items():
             if isinstance(value, (list, tuple)) and value and isinstance(value[0], str):

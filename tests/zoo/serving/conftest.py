@@ -68,8 +68,11 @@ for name, (signature_name, feeds) in CASES.items():
     signature = signatures[signature_name]
     fetches = {key: value.name for key, value in signature.outputs.items()}
     try:
-        result = session.run(fetches, {signature.inputs[key].name: eval(value)
-                                       for key, value in feeds.items()})
+        # An input a request leaves out takes the signature's default, as the server does.
+        values = {key: tf.make_ndarray(v) for key, v in signature.defaults.items()}
+        values.update({key: eval(value) for key, value in feeds.items()})
+        result = session.run(fetches, {signature.inputs[key].name: value
+                                       for key, value in values.items()})
         outcome[name] = {key: list(value.shape) for key, value in result.items()}
     except tf.errors.InvalidArgumentError as error:
         lines = error.message.splitlines()
