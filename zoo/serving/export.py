@@ -21,6 +21,8 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   `padding_mask` `[batch, length]` -> `embeddings`; each refuses a request of more than
   `MAX_SENTENCES` (1,024) sentences; zoo/serving/text_endpoints.py (with the translator's,
   which take `MAX_TRANSLATOR_SENTENCES`, 64, a request);
+- CLIP's `serving_default`: image bytes and candidate `labels` -> `probabilities`
+  `[images, labels]`, and `encode_images` / `encode_texts`; zoo/serving/clip_endpoints.py;
 - every signature bounded in memory for every request it accepts (refusals are
   InvalidArgument naming the cap; the largest accepted requests' memory is measured in
   docs/benchmarks.md), and an empty request answered with outputs of no rows;
@@ -104,8 +106,10 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
     endpoints, and the `serving_default` inputs of its one warm-up request."""
     import tensorflow as tf
 
+    from zoo.models.clip.model import CLIP
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
+    from zoo.serving.clip_endpoints import clip_endpoints
 
     if isinstance(model, Translator):
         model.ensure_built()
@@ -119,6 +123,15 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
         archive.add_endpoint(SERVING_SIGNATURE, translate)
         archive.add_endpoint("translate_ids", translate_ids)
         warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
+    elif isinstance(model, CLIP):  # zoo/serving/clip_endpoints.py
+        *endpoints, layer = clip_endpoints(model)
+        archive.track(layer)  # its lookup tables
+        for name, endpoint in zip((SERVING_SIGNATURE, "encode_images", "encode_texts"),
+                                  endpoints):
+            archive.add_endpoint(name, endpoint)
+        size = list(model.preprocessor.image_converter.image_shape[:2])
+        warmup = {"images": tf.stack([tf.io.encode_png(tf.zeros(size + [3], tf.uint8))]),
+                  "labels": tf.constant(["cat", "dog"])}
     elif isinstance(model, SentenceEncoder):
         embed, embed_ids = sentence_encoder_endpoints(model)
         archive.add_endpoint(SERVING_SIGNATURE, embed)
@@ -173,6 +186,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     """
     import zoo
     from zoo.generation.settings import check_search_settings
+    from zoo.models.clip.model import CLIP
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
@@ -205,9 +219,10 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     source = model
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
-    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
+    if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, CLIP)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
-        raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder;"
+        raise UserError(f"export takes a Translator, VisionTransformer, SentenceEncoder or "
+                        f"CLIP;"
                         f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
                         "serve (export it with model.export(path) instead)")
     if precision == "bfloat16":
