@@ -28,6 +28,8 @@ and `DIR/models.config` and `DIR/batching_parameters.txt` for the server's flags
   `max_new_tokens`, `temperature`, `top_p`, `seed`) -> `completions` and `new_tokens`, with
   byte-pair tokenization, the sampling loop and detokenization in the graph; at most
   `MAX_PROMPTS` (8) prompts a request; zoo/serving/generation_endpoints.py;
+- CLIP's `serving_default`: image bytes and candidate `labels` -> `probabilities`
+  `[images, labels]`, and `encode_images` / `encode_texts`; zoo/serving/clip_endpoints.py;
 - every signature bounded in memory for every request it accepts (refusals are
   InvalidArgument naming the cap; the largest accepted requests' memory is measured in
   docs/benchmarks.md), and an empty request answered with outputs of no rows;
@@ -117,8 +119,10 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
 
     from zoo.models.captioner.captioner import ImageCaptioner
     from zoo.models.causal_lm.causal_lm import CausalLM
+    from zoo.models.clip.model import CLIP
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
+    from zoo.serving.clip_endpoints import clip_endpoints
 
     if isinstance(model, (Translator, ImageCaptioner, CausalLM)):
         model.ensure_built()
@@ -142,6 +146,15 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
         archive.add_endpoint(SERVING_SIGNATURE, generate)
         defaults = signature_defaults(model.backbone.max_positions)
         warmup = {"prompts": tf.constant(["Once upon a time"])}
+    elif isinstance(model, CLIP):  # zoo/serving/clip_endpoints.py
+        *endpoints, layer = clip_endpoints(model)
+        archive.track(layer)  # its lookup tables
+        for name, endpoint in zip((SERVING_SIGNATURE, "encode_images", "encode_texts"),
+                                  endpoints):
+            archive.add_endpoint(name, endpoint)
+        size = list(model.preprocessor.image_converter.image_shape[:2])
+        warmup = {"images": tf.stack([tf.io.encode_png(tf.zeros(size + [3], tf.uint8))]),
+                  "labels": tf.constant(["cat", "dog"])}
     elif isinstance(model, SentenceEncoder):
         embed, embed_ids = sentence_encoder_endpoints(model)
         archive.add_endpoint(SERVING_SIGNATURE, embed)
@@ -198,6 +211,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     from zoo.generation.settings import check_search_settings
     from zoo.models.captioner.captioner import ImageCaptioner
     from zoo.models.causal_lm.causal_lm import CausalLM
+    from zoo.models.clip.model import CLIP
     from zoo.models.sentence_encoder.model import SentenceEncoder
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
@@ -231,10 +245,10 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
     if not isinstance(model, keras.Model):
         model = zoo.load(str(model))
     if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, ImageCaptioner,
-                              CausalLM)):
+                              CausalLM, CLIP)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
         raise UserError(f"export takes a Translator, VisionTransformer, SentenceEncoder, "
-                        f"ImageCaptioner or CausalLM;"
+                        f"ImageCaptioner, CausalLM or CLIP;"
                         f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
                         "serve (export it with model.export(path) instead)")
     if precision == "bfloat16":
