@@ -1,13 +1,13 @@
-"""The attention zoo: a Transformer translator and a Vision Transformer, with their recipes.
+"""The attention zoo: translators, Vision Transformers, GPT-2, CLIP and captioners, with recipes.
 
     import zoo
     translator = zoo.load("translator-multi30k-en-de")
     translator.translate(["A man is riding a bicycle."])
     zoo.export(translator, "serving")  # serving/translator/1/, for TensorFlow Serving
 
-The model classes are `zoo.Translator`, `zoo.VisionTransformer` and `zoo.SentenceEncoder`
-(defined in `zoo.models`), the tokenizers `zoo.SubwordTokenizer` and `zoo.MarianTokenizer`
-(`zoo.text`).
+The model classes are `zoo.Translator`, `zoo.VisionTransformer`, `zoo.SentenceEncoder`,
+`zoo.CausalLM`, `zoo.CLIP` and `zoo.ImageCaptioner` (defined in `zoo.models`), the tokenizers
+`zoo.SubwordTokenizer` and `zoo.MarianTokenizer` (`zoo.text`).
 
 `import zoo` is cheap: Keras (and TensorFlow) load on first use of a name that needs them,
 so `zoo.list_models()` and the `zoo --help` / `zoo models` commands never import them.
@@ -33,6 +33,9 @@ if (not _os.path.isdir(_os.path.join(__path__[0], "layers"))
 # Public name -> the module that defines it and its name there; imported on first access
 # (PEP 562).
 _LAZY = {
+    "CLIP": ("zoo.models.clip.model", "CLIP"),
+    "CausalLM": ("zoo.models.causal_lm.causal_lm", "CausalLM"),
+    "ImageCaptioner": ("zoo.models.captioner.captioner", "ImageCaptioner"),
     "MarianTokenizer": ("zoo.text.marian", "MarianTokenizer"),
     "SentenceEncoder": ("zoo.models.sentence_encoder.model", "SentenceEncoder"),
     "SubwordTokenizer": ("zoo.text.tokenizer", "SubwordTokenizer"),
@@ -46,9 +49,9 @@ _LAZY = {
     "quantize": ("zoo.models.quantization", "quantize_model"),
 }
 
-__all__ = ["MarianTokenizer", "SentenceEncoder", "SubwordTokenizer", "Translator", "UserError",
-           "VisionTransformer", "export", "list_models", "load", "load_weights", "quantize",
-           "verbose"]
+__all__ = ["CLIP", "CausalLM", "ImageCaptioner", "MarianTokenizer", "SentenceEncoder",
+           "SubwordTokenizer", "Translator", "UserError", "VisionTransformer", "export", "list_models", "load", "load_weights",
+           "quantize", "verbose"]
 # Functions whose modules load no Keras or TensorFlow until they run: they start it quietly
 # when called. Every other name but `UserError` and `list_models` loads it as it is imported.
 _CALLED = ("export", "load", "load_weights", "quantize")
@@ -65,6 +68,9 @@ def verbose(on: bool = True) -> None:
     _settings["verbose"] = bool(on)
 
 if TYPE_CHECKING:
+    from zoo.models.captioner.captioner import ImageCaptioner  # noqa: F401
+    from zoo.models.causal_lm.causal_lm import CausalLM  # noqa: F401
+    from zoo.models.clip.model import CLIP  # noqa: F401
     from zoo.training.errors import UserError  # noqa: F401
     from zoo.models.sentence_encoder.model import SentenceEncoder  # noqa: F401
     from zoo.models.translator.model import Translator  # noqa: F401
