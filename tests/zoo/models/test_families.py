@@ -207,3 +207,63 @@ def test_a_translator_file_saved_before_the_split_loads():
             for path, variable in pairs.items():
                 np.testing.assert_array_equal(numpy(variable), h5[path][()], err_msg=path)
 
+
+# --- the sentence encoder family -------------------------------------------------------------
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "dog", "runs", "man", "."]
+
+
+def test_the_sentence_encoder_is_a_task_on_its_backbone():
+    from zoo.models.sentence_encoder.backbone import SentenceEncoderBackbone
+    from zoo.models.sentence_encoder.model import SentenceEncoder
+    from zoo.models.sentence_encoder.preprocessor import SentenceEncoderPreprocessor
+
+    model = SentenceEncoder(len(WORDS), num_layers=2, num_heads=2, hidden_dim=8,
+                            intermediate_dim=16, max_positions=16, vocabulary=WORDS)
+    assert isinstance(model, Task) and len(SentenceEncoder.__bases__) <= 3
+    assert type(model.backbone) is SentenceEncoderBackbone
+    assert type(model.preprocessor) is SentenceEncoderPreprocessor
+    assert model.encoder_blocks is model.backbone.encoder_blocks
+    assert {id(w) for w in model.weights} == {id(w) for w in model.backbone.weights}
+    # BERT's uncased WordPiece: [CLS] a man runs . [SEP], then padding to the longest.
+    batch = model.preprocessor(["A man runs.", "a dog"])
+    assert [list(map(int, row)) for row in batch["token_ids"]] == [[2, 4, 7, 6, 8, 3],
+                                                                    [2, 4, 5, 3, 0, 0]]
+    # The sentence vector: the mean of the backbone's real tokens, unit length.
+    features = numpy(model.backbone(batch))
+    mask = np.asarray(batch["padding_mask"], "float32")[..., None]
+    mean = (features * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(model.embed(["A man runs.", "a dog"]),
+                               mean / np.linalg.norm(mean, axis=1, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_the_sentence_encoder_backbone_round_trips(tmp_path):
+    from zoo.models.sentence_encoder.backbone import SentenceEncoderBackbone
+
+    backbone = SentenceEncoderBackbone(12, num_layers=1, num_heads=2, hidden_dim=8,
+                                       intermediate_dim=16, max_positions=8)
+    config = backbone.get_config()
+    assert SentenceEncoderBackbone.from_config(config).get_config() == config
+    inputs = {"token_ids": np.array([[2, 5, 3, 0]]), "padding_mask": np.array([[1, 1, 1, 0]])}
+    loaded = reloaded(backbone, tmp_path, "sentence_backbone")
+    np.testing.assert_array_equal(numpy(loaded(inputs)), numpy(backbone(inputs)))
+
+
+def test_a_sentence_encoder_file_saved_before_the_split_loads():
+    import h5py
+    import zipfile
+
+    # Saved by the encoder of before the split (one block, 8 wide, the WORDS vocabulary).
+    old = Path(__file__).parent / "data" / "sentence-encoder-pre-split.keras"
+    assert is_pre_split_file(old)
+    model = zoo.load(str(old))
+    assert model.vocabulary == WORDS
+    pairs = {"layers/token_embedding/vars/0": model.backbone.token_embedding.embeddings,
+             "embeddings_norm/vars/1": model.backbone.embeddings_norm.beta,
+             "encoder_blocks/transformer_encoder_block/self_attention/key_dense/vars/0":
+                 model.backbone.encoder_blocks[0].self_attention.key_dense.kernel}
+    with zipfile.ZipFile(old) as archive, archive.open("model.weights.h5") as weights:
+        with h5py.File(weights, "r") as h5:
+            for path, variable in pairs.items():
+                np.testing.assert_array_equal(numpy(variable), h5[path][()], err_msg=path)
