@@ -185,7 +185,6 @@ def test_the_translator_backbone_round_trips(tmp_path):
     np.testing.assert_array_equal(numpy(loaded(ids)), expected)
 
 
-@pytest.mark.slow  # the shipped translator's 8,000-token vocabulary: ~20 s here
 def test_a_translator_file_saved_before_the_split_loads():
     import h5py
     import zipfile
