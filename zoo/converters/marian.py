@@ -177,7 +177,7 @@ def _set_embeddings(ckpt: Checkpoint, model: Translator, vocabulary: int, d: int
         if not np.array_equal(copy, embedding):
             raise UserError(f"{name} differs from {present[0]}: untied embeddings are not "
                             "supported (Translator ties source, target and output)")
-    assign(model.embedding.embeddings, embedding, present[0])
+    assign(model.backbone.token_embedding.embeddings, embedding, present[0])
     bias = (ckpt.take("final_logits_bias", (1, vocabulary))[0]
             if "final_logits_bias" in ckpt else np.zeros((vocabulary,), "float32"))
     assign(model.logits_bias, bias, "final_logits_bias")
@@ -203,13 +203,13 @@ def _check_position_tables(ckpt: Checkpoint, model: Translator, d: int) -> None:
 
 def _set_blocks(ckpt: Checkpoint, model: Translator, d: int, ffn: int) -> None:
     """Assigns every encoder and decoder block's attention, norms and feed-forward network."""
-    for i, block in enumerate(model.encoder_blocks):
+    for i, block in enumerate(model.backbone.encoder_blocks):
         prefix = f"model.encoder.layers.{i}"
         set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
                       f"{prefix}.self_attn")
         _norm(ckpt, block.self_attention_norm, f"{prefix}.self_attn_layer_norm", d)
         _feed_forward(ckpt, block, prefix, d, ffn)
-    for i, block in enumerate(model.decoder_blocks):
+    for i, block in enumerate(model.backbone.decoder_blocks):
         prefix = f"model.decoder.layers.{i}"
         set_attention(block.self_attention, _attention(ckpt, f"{prefix}.self_attn", d),
                       f"{prefix}.self_attn")

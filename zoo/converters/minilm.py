@@ -162,17 +162,18 @@ def assign_bert_weights(model: SentenceEncoder, tensors: Mapping[str, np.ndarray
     ckpt = Checkpoint(tensors, "BERT")
     ckpt.used.update(SKIPPED_TENSORS & set(tensors))
     d, ffn = model.hidden_dim, model.intermediate_dim
+    backbone = model.backbone
     with all_or_nothing(model):
         for name, variable in (
-                ("embeddings.word_embeddings.weight", model.token_embedding.embeddings),
+                ("embeddings.word_embeddings.weight", backbone.token_embedding.embeddings),
                 ("embeddings.position_embeddings.weight",
-                 model.position_embedding.position_embeddings),
+                 backbone.position_embedding.position_embeddings),
                 ("embeddings.token_type_embeddings.weight",
-                 model.segment_embedding.embeddings)):
+                 backbone.segment_embedding.embeddings)):
             assign(variable, ckpt.take(name, tuple(variable.shape)), name)
-        set_layer_norm(model.embeddings_norm, ckpt.take("embeddings.LayerNorm.weight", (d,)),
+        set_layer_norm(backbone.embeddings_norm, ckpt.take("embeddings.LayerNorm.weight", (d,)),
                        ckpt.take("embeddings.LayerNorm.bias", (d,)), "embeddings.LayerNorm")
-        for i, block in enumerate(model.encoder_blocks):
+        for i, block in enumerate(backbone.encoder_blocks):
             prefix = f"encoder.layer.{i}."
 
             def linear(name: str, d_out: int, d_in: int) -> tuple[np.ndarray, np.ndarray]:

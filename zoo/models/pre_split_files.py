@@ -42,7 +42,8 @@ def is_pre_split_file(path: str | Path) -> bool:
 
 
 def load_pre_split_weights(model: Any, path: str | Path) -> None:
-    """Loads the weights of the pre-split file at `path` into the split `model`.
+    """Loads the weights of the pre-split file at `path` into the split `model`, and the
+    assets it held as its own (the translator's tokenizer).
 
     Args:
         model: a task whose `pre_split_layers()` lists its layers as the file has them.
@@ -52,3 +53,17 @@ def load_pre_split_weights(model: Any, path: str | Path) -> None:
         ValueError: a weight of the file does not fit (Keras names the layer).
     """
     _PreSplitLayout(model.pre_split_layers()).load_weights(str(path))
+    if hasattr(model, "load_assets"):  # the task's own assets (the translator's tokenizer)
+        _load_own_assets(model, path)
+
+
+def _load_own_assets(model: Any, path: str | Path) -> None:
+    """Hands the files at the top of the `.keras` file's `assets/` to `model.load_assets`."""
+    import tempfile
+
+    with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory() as directory:
+        for member in archive.namelist():
+            name = member.removeprefix("assets/")
+            if member.startswith("assets/") and name and "/" not in name:
+                Path(directory, name).write_bytes(archive.read(member))
+        model.load_assets(directory)

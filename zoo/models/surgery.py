@@ -1,11 +1,11 @@
 """What every model's surgery shares: copying weights between two models whose shapes may
 differ, the config changes of other training options, and a trained model readied for a run.
 
-Each model's own surgery is a mixin beside it, whose methods make a new model from this one's
+Each model's own surgery sits beside it, whose methods make a new model from this one's
 weights (or change what trains) and call the pieces here:
 `zoo.models.vit.surgery.VisionTransformerSurgery` (`with_new_head` / `reset_classifier`,
 `with_image_size`, `with_training_options`, `prune_heads`, `freeze_blocks`, `unfreeze`) and
-`zoo.models.translator.surgery.TranslatorSurgery` (`with_training_options`). A new model is
+`zoo.models.translator.surgery.with_training_options`. A new model is
 made by `from_config`, so that it saves and loads; the model a method is called on keeps its
 weights.
 """

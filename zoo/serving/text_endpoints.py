@@ -59,7 +59,7 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     import tensorflow as tf
 
     cap = character_cap(model.max_source_length)
-    tokenizer = model.tokenizer.graph_tokenizer()
+    tokenizer = model.preprocessor.graph_tokenizer()  # the one the task and `fit` use
     tokenizer(tf.constant(["build"]))  # builds the layer (an export must track built layers)
     end_id, pad_id = model.tokenizer.end_id, model.tokenizer.pad_id
 

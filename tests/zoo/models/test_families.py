@@ -123,3 +123,146 @@ def test_a_classifier_file_saved_before_the_split_loads():
                        for p in folders])
     best = [labels[0][0] for labels in model.classify(images, top_k=1)]
     assert sum(b == p.parent.name for b, p in zip(best, folders)) >= 9
+
+
+# --- the translator family -------------------------------------------------------------------
+
+TINY_TRANSLATOR = dict(hidden_dim=8, num_encoder_layers=1, num_decoder_layers=2, num_heads=2,
+                       intermediate_dim=16, max_source_length=16, max_target_length=12)
+
+
+@pytest.fixture(scope="module")
+def translator_tokenizer():
+    from zoo.text.tokenizer import SubwordTokenizer
+
+    return SubwordTokenizer.train(["A dog runs.", "Ein Hund rennt.", "A man rides."],
+                                  vocabulary_size=40)
+
+
+def test_the_translator_is_a_task_on_its_backbone(translator_tokenizer):
+    from zoo.models.translator.backbone import TranslatorBackbone
+    from zoo.models.translator.model import Translator
+    from zoo.models.translator.preprocessor import TranslatorPreprocessor
+
+    model = Translator.from_architecture("transformer-tiny", translator_tokenizer,
+                                         output_bias=True, **TINY_TRANSLATOR)
+    assert isinstance(model, Task) and len(Translator.__bases__) <= 3
+    assert type(model.backbone) is TranslatorBackbone and isinstance(model.backbone, Backbone)
+    assert type(model.preprocessor) is TranslatorPreprocessor
+    assert model.tokenizer is model.preprocessor.tokenizer is translator_tokenizer
+    assert model.decoder_blocks is model.backbone.decoder_blocks
+    assert model.embedding is model.backbone.token_embedding
+    source = model.encode_texts(["A dog runs.", "A man rides."])
+    # The preprocessor's ids are the tokenizer's, padded with pad_id to a multiple of 8.
+    for row, ids in zip(source, translator_tokenizer.encode(["A dog runs.", "A man rides."])):
+        assert list(row[:len(ids)]) == ids and (row[len(ids):] == model.pad_id).all()
+    assert source.shape[1] % 8 == 0
+    target = np.array([[2, 5, 6], [2, 7, 0]], "int32")
+    model.logits_bias.assign(np.linspace(-1, 1, model.vocabulary_size, dtype="float32"))
+    logits = numpy(model({"source_ids": source, "target_ids": target}))
+    # The backbone is the network: the task adds the tied projection E^T and the bias only.
+    assert {id(w) for w in model.weights} - {id(model.logits_bias)} == {
+        id(w) for w in model.backbone.weights}
+    features = numpy(model.backbone({"source_ids": source, "target_ids": target}))
+    table = numpy(model.backbone.token_embedding.embeddings)
+    np.testing.assert_allclose(logits, features @ table.T + numpy(model.logits_bias),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_the_translator_backbone_round_trips(tmp_path):
+    from zoo.models.translator.backbone import TranslatorBackbone
+
+    backbone = TranslatorBackbone(30, hidden_dim=8, num_encoder_layers=1, num_decoder_layers=1,
+                                  num_heads=2, intermediate_dim=16, normalize_first=True,
+                                  pad_id=29, position_layout="concatenated")
+    config = backbone.get_config()
+    assert TranslatorBackbone.from_config(config).get_config() == config
+    ids = {"source_ids": np.array([[3, 4, 29]], "int32"),
+           "target_ids": np.array([[29, 5]], "int32")}
+    expected = numpy(backbone(ids))
+    loaded = reloaded(backbone, tmp_path, "translator_backbone")
+    assert type(loaded) is TranslatorBackbone
+    np.testing.assert_array_equal(numpy(loaded(ids)), expected)
+
+
+def test_a_translator_file_saved_before_the_split_loads():
+    import h5py
+    import zipfile
+
+    old = ROOT / "saved_models" / "translator-multi30k-en-de" / "model.keras"
+    assert is_pre_split_file(old)
+    model = zoo.load(str(old))
+    assert model.tokenizer is not None and model.tokenizer.vocabulary_size == 8000
+    # Each weight where the old layout held it, read from the file by its path.
+    pairs = {"embedding/vars/0": model.backbone.token_embedding.embeddings,
+             "encoder_blocks/transformer_encoder_block/self_attention/query_dense/vars/0":
+                 model.backbone.encoder_blocks[0].self_attention.query_dense.kernel,
+             "decoder_blocks/transformer_decoder_block_2/cross_attention/value_dense/vars/1":
+                 model.backbone.decoder_blocks[2].cross_attention.value_dense.bias,
+             "decoder_blocks/transformer_decoder_block_2/feed_forward_norm/vars/0":
+                 model.backbone.decoder_blocks[2].feed_forward_norm.gamma}
+    with zipfile.ZipFile(old) as archive, archive.open("model.weights.h5") as weights:
+        with h5py.File(weights, "r") as h5:
+            for path, variable in pairs.items():
+                np.testing.assert_array_equal(numpy(variable), h5[path][()], err_msg=path)
+
+
+# --- the sentence encoder family -------------------------------------------------------------
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "dog", "runs", "man", "."]
+
+
+def test_the_sentence_encoder_is_a_task_on_its_backbone():
+    from zoo.models.sentence_encoder.backbone import SentenceEncoderBackbone
+    from zoo.models.sentence_encoder.model import SentenceEncoder
+    from zoo.models.sentence_encoder.preprocessor import SentenceEncoderPreprocessor
+
+    model = SentenceEncoder(len(WORDS), num_layers=2, num_heads=2, hidden_dim=8,
+                            intermediate_dim=16, max_positions=16, vocabulary=WORDS)
+    assert isinstance(model, Task) and len(SentenceEncoder.__bases__) <= 3
+    assert type(model.backbone) is SentenceEncoderBackbone
+    assert type(model.preprocessor) is SentenceEncoderPreprocessor
+    assert model.encoder_blocks is model.backbone.encoder_blocks
+    assert {id(w) for w in model.weights} == {id(w) for w in model.backbone.weights}
+    # BERT's uncased WordPiece: [CLS] a man runs . [SEP], then padding to the longest.
+    batch = model.preprocessor(["A man runs.", "a dog"])
+    assert [list(map(int, row)) for row in batch["token_ids"]] == [[2, 4, 7, 6, 8, 3],
+                                                                    [2, 4, 5, 3, 0, 0]]
+    # The sentence vector: the mean of the backbone's real tokens, unit length.
+    features = numpy(model.backbone(batch))
+    mask = np.asarray(batch["padding_mask"], "float32")[..., None]
+    mean = (features * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(model.embed(["A man runs.", "a dog"]),
+                               mean / np.linalg.norm(mean, axis=1, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_the_sentence_encoder_backbone_round_trips(tmp_path):
+    from zoo.models.sentence_encoder.backbone import SentenceEncoderBackbone
+
+    backbone = SentenceEncoderBackbone(12, num_layers=1, num_heads=2, hidden_dim=8,
+                                       intermediate_dim=16, max_positions=8)
+    config = backbone.get_config()
+    assert SentenceEncoderBackbone.from_config(config).get_config() == config
+    inputs = {"token_ids": np.array([[2, 5, 3, 0]]), "padding_mask": np.array([[1, 1, 1, 0]])}
+    loaded = reloaded(backbone, tmp_path, "sentence_backbone")
+    np.testing.assert_array_equal(numpy(loaded(inputs)), numpy(backbone(inputs)))
+
+
+def test_a_sentence_encoder_file_saved_before_the_split_loads():
+    import h5py
+    import zipfile
+
+    # Saved by the encoder of before the split (one block, 8 wide, the WORDS vocabulary).
+    old = Path(__file__).parent / "data" / "sentence-encoder-pre-split.keras"
+    assert is_pre_split_file(old)
+    model = zoo.load(str(old))
+    assert model.vocabulary == WORDS
+    pairs = {"layers/token_embedding/vars/0": model.backbone.token_embedding.embeddings,
+             "embeddings_norm/vars/1": model.backbone.embeddings_norm.beta,
+             "encoder_blocks/transformer_encoder_block/self_attention/key_dense/vars/0":
+                 model.backbone.encoder_blocks[0].self_attention.key_dense.kernel}
+    with zipfile.ZipFile(old) as archive, archive.open("model.weights.h5") as weights:
+        with h5py.File(weights, "r") as h5:
+            for path, variable in pairs.items():
+                np.testing.assert_array_equal(numpy(variable), h5[path][()], err_msg=path)

@@ -1,4 +1,7 @@
-"""A BERT sentence encoder: token embeddings, post-norm Transformer blocks, mean pooling.
+"""A BERT sentence encoder: the task of the sentence encoder family, as keras-hub's
+`models/<family>/`:
+
+    texts --SentenceEncoderPreprocessor--> ids --SentenceEncoderBackbone--> tokens --pool--> s
 
 The architecture of BERT (Devlin et al., 2019) as used by sentence-transformers models such as
 all-MiniLM-L6-v2 (Reimers & Gurevych, 2019, "Sentence-BERT"):
@@ -8,11 +11,17 @@ all-MiniLM-L6-v2 (Reimers & Gurevych, 2019, "Sentence-BERT"):
     s = sum_t m_t h_L[t] / sum_t m_t                               mean over real tokens
     y = s / ||s||_2                                                (when `normalize`)
 
-`SentenceEncoder.embed` tokenizes text with BERT's uncased WordPiece scheme (lowercase, accents
-stripped, punctuation and CJK characters split, `[CLS] ... [SEP]`) from the model's own
-vocabulary (`zoo.text.wordpiece.SentenceTokenizer`, whose `tokenize_in_graph` gives the
+The embeddings and blocks are the backbone's (`zoo.models.sentence_encoder.backbone`); the
+pooling is here. `SentenceEncoder.embed` tokenizes text with its preprocessor
+(`zoo.models.sentence_encoder.preprocessor`): BERT's uncased WordPiece scheme (lowercase,
+accents stripped, punctuation and CJK characters split, `[CLS] ... [SEP]`) from the model's
+own vocabulary (`zoo.text.wordpiece.SentenceTokenizer`, whose `tokenize_in_graph` gives the
 same ids with TensorFlow and TF Text ops only, for `zoo export`).
 `zoo.converters.minilm.load_minilm` fills the model with the real weights.
+
+The encoder keeps the names its backbone's layers had before the split as read-only views
+(`model.encoder_blocks` is `model.backbone.encoder_blocks`); a file saved before the split
+loads with `zoo.load` (`zoo.models.pre_split_files`, through `pre_split_layers`).
 """
 
 from __future__ import annotations
@@ -24,13 +33,23 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.layers.layer_normalization import LayerNormalization
-from zoo.layers.position_embedding import PositionEmbedding
-from zoo.layers.token_embedding import TokenEmbedding
-from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from zoo.layers.validation import positive_int
+from zoo.models.sentence_encoder.backbone import SentenceEncoderBackbone
+from zoo.models.sentence_encoder.preprocessor import SentenceEncoderPreprocessor
+from zoo.models.part_views import add_part_views
+from zoo.models.task import Task
 from zoo.training.errors import UserError
-from zoo.text.wordpiece import SentenceTokenizer, read_vocabulary
+
+# The encoder's attribute names of its backbone's layers before the split (the paths of the
+# weights in older files), in the old constructor's order; read-only views on the encoder.
+_BACKBONE_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
+                    "embeddings_norm", "embeddings_dropout", "encoder_blocks")
+# The backbone's settings that the encoder shows as its own (read-only).
+_BACKBONE_SETTINGS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
+                      "intermediate_dim", "max_positions", "type_vocabulary_size", "dropout",
+                      "attention_dropout", "layer_norm_epsilon", "activation")
+# The preprocessor's settings that the encoder shows as its own (read-only).
+_PREPROCESSOR_SETTINGS = ("vocabulary", "max_length", "lowercase", "tokenizer")
 
 # Smallest token count and vector norm divided by, as in sentence-transformers' mean pooling
 # (clamp at 1e-9) and torch.nn.functional.normalize (eps 1e-12).
@@ -39,8 +58,9 @@ _MIN_NORM = 1e-12
 
 
 @keras.saving.register_keras_serializable(package="zoo")
-class SentenceEncoder(keras.Model):
-    """A BERT encoder with masked mean pooling: one vector per sentence.
+class SentenceEncoder(Task):
+    """A BERT encoder with masked mean pooling: one vector per sentence; a
+    `SentenceEncoderBackbone` with its `SentenceEncoderPreprocessor`.
 
     Args:
         vocabulary_size: rows of the word embedding.
@@ -102,121 +122,31 @@ class SentenceEncoder(keras.Model):
         super().__init__(**kwargs)
         if max_length is None:
             max_length = max_positions
-        for what, value in (("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
-                            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
-                            ("intermediate_dim", intermediate_dim),
-                            ("max_positions", max_positions),
-                            ("type_vocabulary_size", type_vocabulary_size),
-                            ("max_length", max_length)):
-            positive_int(value, what)
-        if hidden_dim % num_heads:
-            raise UserError(
-                f"hidden_dim {hidden_dim} is not divisible by num_heads {num_heads}")
+        positive_int(max_length, "max_length")
         if max_length > max_positions:
             raise UserError(
                 f"max_length {max_length} exceeds the {max_positions} position embeddings")
-        for what, rate in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if not 0.0 <= float(rate) < 1.0:
-                raise UserError(f"{what} must be in [0, 1); got {rate!r}")
-        self.vocabulary_size = int(vocabulary_size)
-        self.num_layers = int(num_layers)
-        self.num_heads = int(num_heads)
-        self.hidden_dim = int(hidden_dim)
-        self.intermediate_dim = int(intermediate_dim)
-        self.max_positions = int(max_positions)
-        self.type_vocabulary_size = int(type_vocabulary_size)
-        self.dropout = float(dropout)
-        self.attention_dropout = float(attention_dropout)
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
-        self.activation = activation
         self.normalize = bool(normalize)
-        self.max_length = int(max_length)
-        self.lowercase = bool(lowercase)
-        self.vocabulary = None if vocabulary is None else read_vocabulary(vocabulary)
+        with keras.name_scope(self.name, caller=self):  # its weights' paths start with ours
+            self.backbone = SentenceEncoderBackbone(
+                vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
+                max_positions=max_positions, type_vocabulary_size=type_vocabulary_size,
+                dropout=dropout, attention_dropout=attention_dropout,
+                layer_norm_epsilon=layer_norm_epsilon, activation=activation,
+                dtype=self.dtype_policy, name="backbone")
+        self.preprocessor = SentenceEncoderPreprocessor(
+            vocabulary, max_length=max_length, lowercase=lowercase, name="preprocessor")
         if self.vocabulary is not None and len(self.vocabulary) != self.vocabulary_size:
             raise UserError(
                 f"the vocabulary has {len(self.vocabulary)} tokens but vocabulary_size is "
                 f"{self.vocabulary_size}")
-        self._tokenizer: SentenceTokenizer | None = None
-        self._create_layers()
-        self.build({"token_ids": (None, None), "padding_mask": (None, None)})
-
-    def _create_layers(self) -> None:
-        """Creates the word, position and segment embeddings, their norm and dropout, and
-        the encoder blocks."""
-        policy = self.dtype_policy
-        initializer = keras.initializers.TruncatedNormal(stddev=0.02)  # BERT's
-        self.token_embedding = TokenEmbedding(
-            self.vocabulary_size, self.hidden_dim, scale=False, mask_zero=False,
-            embeddings_initializer=initializer, dtype=policy, name="token_embedding")
-        self.position_embedding = PositionEmbedding(
-            self.max_positions, dtype=policy, name="position_embedding")
-        self.segment_embedding = keras.layers.Embedding(
-            self.type_vocabulary_size, self.hidden_dim, embeddings_initializer=initializer,
-            dtype=policy, name="segment_embedding")
-        self.embeddings_norm = LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="embeddings_norm")
-        self.embeddings_dropout = keras.layers.Dropout(
-            self.dropout, dtype=policy, name="embeddings_dropout")
-        self.encoder_blocks = [
-            TransformerEncoderBlock(
-                num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
-                dropout=self.dropout, attention_dropout=self.attention_dropout,
-                activation=self.activation, normalize_first=False,
-                layer_norm_epsilon=self.layer_norm_epsilon,
-                kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-                dtype=policy, name=f"encoder_block_{i}")
-            for i in range(self.num_layers)
-        ]
-
-    def build(self, input_shape: Any = None) -> None:
-        if self.built:  # by the constructor: a later `build(shape)` adds no state
-            return
-        sequence = (None, None, self.hidden_dim)
-        self.token_embedding.build((None, None))
-        self.position_embedding.build(sequence)
-        self.segment_embedding.build((None, None))
-        self.embeddings_norm.build(sequence)
-        for block in self.encoder_blocks:
-            block.build(sequence)
-        self.built = True
-
-    def _check_inputs(self, inputs: Any) -> tuple[Any, Any, Any]:
-        if not isinstance(inputs, dict):
-            raise UserError(
-                "SentenceEncoder expects a dict with 'token_ids' and 'padding_mask'; got "
-                f"{type(inputs).__name__}")
-        missing = [k for k in ("token_ids", "padding_mask") if k not in inputs]
-        if missing:
-            raise UserError(f"SentenceEncoder inputs lack {missing}; got keys {sorted(inputs)}")
-        token_ids = inputs["token_ids"]
-        padding_mask = inputs["padding_mask"]
-        if len(token_ids.shape) != 2:
-            raise UserError(
-                f"token_ids must have shape (batch, length); got {tuple(token_ids.shape)}")
-        if tuple(padding_mask.shape) != tuple(token_ids.shape):
-            raise UserError(
-                f"padding_mask has shape {tuple(padding_mask.shape)} but token_ids has "
-                f"{tuple(token_ids.shape)}")
-        length = token_ids.shape[1]
-        if length is not None and length > self.max_positions:
-            raise UserError(
-                f"inputs of length {length} exceed the {self.max_positions} position "
-                "embeddings")
-        return token_ids, padding_mask, inputs.get("segment_ids")
+        self.built = True  # its backbone is
 
     def token_features(self, inputs: dict[str, Any], training: bool | None = None) -> Any:
-        """The last block's `(batch, length, hidden_dim)` outputs, before pooling."""
-        token_ids, padding_mask, segment_ids = self._check_inputs(inputs)
-        if segment_ids is None:
-            segment_ids = ops.zeros_like(token_ids)
-        x = self.token_embedding(token_ids)
-        x = x + self.position_embedding(x) + self.segment_embedding(segment_ids)
-        x = self.embeddings_dropout(self.embeddings_norm(x), training=training)
-        mask = ops.cast(padding_mask, "bool")
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask=mask, training=training)
-        return x
+        """The last block's `(batch, length, hidden_dim)` outputs, before pooling (the
+        backbone's)."""
+        self.backbone.check_inputs(inputs)  # a bad input names the encoder, not Keras
+        return self.backbone(inputs, training=training)
 
     def call(self, inputs: dict[str, Any], training: bool | None = None) -> Any:
         x = ops.cast(self.token_features(inputs, training=training), "float32")
@@ -233,18 +163,16 @@ class SentenceEncoder(keras.Model):
     def compute_output_shape(self, input_shape: Any) -> tuple:
         return (input_shape["token_ids"][0], self.hidden_dim)
 
-    # ------------------------------------------------------------------ text
-    @property
-    def tokenizer(self) -> SentenceTokenizer:
-        """The WordPiece tokenizer of `vocabulary` (built on first use)."""
-        if self.vocabulary is None:
-            raise UserError(
-                "this SentenceEncoder has no vocabulary; pass vocabulary= to tokenize text")
-        if self._tokenizer is None:
-            self._tokenizer = SentenceTokenizer(
-                self.vocabulary, max_length=self.max_length, lowercase=self.lowercase)
-        return self._tokenizer
+    def lora_layers(self) -> list[keras.layers.Layer]:
+        """None: the sentence encoder takes no LoRA (`enable_lora` says so in one line)."""
+        return []
 
+    def pre_split_layers(self) -> list[tuple[str, Any]]:
+        """The layers under their attribute names before the split, in the order the old
+        constructor set them (`zoo.models.pre_split_files`)."""
+        return [(name, getattr(self, name)) for name in _BACKBONE_LAYERS]
+
+    # ------------------------------------------------------------------ text
     def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Embeds texts: tokenizes, pads each batch to its longest text and pools.
 
@@ -259,13 +187,13 @@ class SentenceEncoder(keras.Model):
             ValueError: without a vocabulary, for a non-string text, or a bad `batch_size`.
         """
         batch_size = positive_int(batch_size, "batch_size")
-        tokenizer = self.tokenizer
+        self.preprocessor.tokenizer  # a UserError without a vocabulary, before any text
         if isinstance(texts, str):
             raise UserError(f"texts must be a list of strings, not one string: {texts!r}")
         texts = list(texts)
         outputs = [np.zeros((0, self.hidden_dim), "float32")]
         for start in range(0, len(texts), batch_size):
-            batch = tokenizer(texts[start:start + batch_size])
+            batch = self.preprocessor(texts[start:start + batch_size])
             outputs.append(np.asarray(ops.convert_to_numpy(self(batch, training=False))))
         return np.concatenate(outputs, axis=0).astype("float32")
 
@@ -289,3 +217,8 @@ class SentenceEncoder(keras.Model):
             "lowercase": self.lowercase,
         })
         return config
+
+
+
+add_part_views(SentenceEncoder, "backbone", (*_BACKBONE_LAYERS, *_BACKBONE_SETTINGS))
+add_part_views(SentenceEncoder, "preprocessor", _PREPROCESSOR_SETTINGS)

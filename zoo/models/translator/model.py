@@ -1,10 +1,19 @@
-"""The encoder-decoder Transformer of "Attention Is All You Need", as a `keras.Model`.
+"""The translator of "Attention Is All You Need": the task of the translator family, as
+keras-hub's `models/<family>/`:
 
-    source ids -> TokenEmbedding * sqrt(d) + PE -> N x EncoderBlock            -> memory
-    target ids -> TokenEmbedding * sqrt(d) + PE -> N x DecoderBlock(memory)    -> E^T -> logits
+    sentences --TranslatorPreprocessor--> ids --TranslatorBackbone--> features --E^T--> logits
 
-One embedding matrix is shared by source, target and the output projection (section 3.4):
-the tokenizer is a joint subword vocabulary. The tokenizer travels inside the `.keras` file.
+The backbone (`zoo.models.translator.backbone`) is the encoder-decoder network over one
+shared embedding; the task reads its logits through that embedding (section 3.4, with
+Marian's optional bias) and carries the searches (`zoo.models.translator.searching`), the text
+methods (`zoo.models.translator.text_translation`) and `fit` on sentence pairs. The tokenizer
+is the preprocessor's (`zoo.models.translator.preprocessor`); it travels inside the `.keras`
+file.
+
+The translator keeps the names its backbone's layers had before the split as read-only views
+(`model.encoder_blocks` is `model.backbone.encoder_blocks`; `model.embedding` is its
+`token_embedding`); a file saved before the split loads with `zoo.load`
+(`zoo.models.pre_split_files`, through `pre_split_layers`).
 """
 
 from __future__ import annotations
@@ -15,28 +24,38 @@ import keras
 import numpy as np
 from keras import ops
 
-from zoo.layers.layer_normalization import LayerNormalization
-from zoo.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
-from zoo.layers.token_embedding import TokenEmbedding
-from zoo.layers.transformer_decoder import TransformerDecoderBlock
-from zoo.layers.transformer_encoder import TransformerEncoderBlock
 from zoo.training.text_batches import END_ID, START_ID
 from zoo.models.translator import architectures  # noqa: F401  (registers the architectures)
 from zoo.generation.settings import NEVER
 from zoo.training.errors import UserError
 from zoo.models.architectures import architecture_config, load_preset
-from zoo.models.lora import LoraAdaptation
+from zoo.models.part_views import add_part_views
+from zoo.models.task import Task
+from zoo.models.translator.backbone import TranslatorBackbone
+from zoo.models.translator.preprocessor import TranslatorPreprocessor
 from zoo.models.translator.searching import TranslatorSearch
-from zoo.models.translator.surgery import TranslatorSurgery
-from zoo.models.translator.text_training import TextTraining
+from zoo.models.translator.surgery import with_training_options
+from zoo.models.translator.text_training import text_fit_arguments, translator_compile_arguments
 from zoo.models.translator.text_translation import TextTranslation
 from zoo.text.tokenizer import SubwordTokenizer
 
+# The translator's attribute names of its backbone's layers before the split (the paths of
+# the weights in older files) -> the backbone's names; read-only views on the translator.
+_BACKBONE_LAYERS = {"embedding": "token_embedding", "position_encoding": "position_encoding",
+                    "embedding_dropout": "embedding_dropout",
+                    "encoder_blocks": "encoder_blocks", "decoder_blocks": "decoder_blocks",
+                    "encoder_norm": "encoder_norm", "decoder_norm": "decoder_norm"}
+# The backbone's settings that the translator shows as its own (read-only).
+_BACKBONE_SETTINGS = ("vocabulary_size", "hidden_dim", "num_encoder_layers",
+                      "num_decoder_layers", "num_heads", "intermediate_dim", "dropout",
+                      "attention_dropout", "activation", "normalize_first", "pad_id",
+                      "scale_embedding", "position_layout")
+
 
 @keras.saving.register_keras_serializable(package="zoo")
-class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTraining, LoraAdaptation,
-                 keras.Model):
-    """Encoder-decoder Transformer translator with cached greedy and beam search.
+class Translator(TranslatorSearch, TextTranslation, Task):
+    """Encoder-decoder Transformer translator with cached greedy and beam search: a
+    `TranslatorBackbone` under the tied output projection, with its `TranslatorPreprocessor`.
 
     Args:
         vocabulary_size: size of the joint source/target subword vocabulary.
@@ -51,7 +70,8 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
         normalize_first: pre-norm blocks (with a final LayerNorm) instead of post-norm.
         max_source_length: longest source, in tokens; longer inputs are truncated.
         max_target_length: longest output, in tokens.
-        tokenizer: the `SubwordTokenizer` (needed by `translate`; stored with the model).
+        tokenizer: the `SubwordTokenizer` (needed by `translate`), held by the preprocessor
+            and stored with the model.
         pad_id: the padding id; source and target positions holding it are masked out. 0
             (the tokenizer's) by default; Marian / OPUS-MT models pad with the last id.
         start_id: the id that starts every target (the decoder's first input); the
@@ -112,30 +132,41 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.vocabulary_size = int(vocabulary_size)
-        self.hidden_dim = int(hidden_dim)
-        self.num_encoder_layers = int(num_encoder_layers)
-        self.num_decoder_layers = int(num_decoder_layers)
-        self.num_heads = int(num_heads)
-        self.intermediate_dim = int(intermediate_dim)
-        self.dropout = float(dropout)
-        self.attention_dropout = float(attention_dropout)
-        self.activation = activation
-        self.normalize_first = bool(normalize_first)
         self.max_source_length = int(max_source_length)
         self.max_target_length = int(max_target_length)
-        self.tokenizer = tokenizer
-        self.pad_id = int(pad_id)
         self.start_id = None if start_id is None else int(start_id)
         self.end_id = None if end_id is None else int(end_id)
-        self.scale_embedding = bool(scale_embedding)
-        self.position_layout = position_layout
         self.output_bias = bool(output_bias)
         self.suppressed_token_ids = sorted({int(i) for i in suppressed_token_ids})
         self.force_end_at_max_length = bool(force_end_at_max_length)
+        self.preprocessor = TranslatorPreprocessor(
+            tokenizer, max_source_length=max_source_length, max_target_length=max_target_length,
+            pad_id=pad_id, name="preprocessor")
+        with keras.name_scope(self.name, caller=self):  # its weights' paths start with ours
+            self.backbone = TranslatorBackbone(
+                vocabulary_size, hidden_dim=hidden_dim, num_encoder_layers=num_encoder_layers,
+                num_decoder_layers=num_decoder_layers, num_heads=num_heads,
+                intermediate_dim=intermediate_dim, dropout=dropout,
+                attention_dropout=attention_dropout, activation=activation,
+                normalize_first=normalize_first, pad_id=pad_id,
+                scale_embedding=scale_embedding, position_layout=position_layout,
+                dtype=self.dtype_policy, name="backbone")
         self._check_vocabulary()
-        self._create_layers()
+        self.logits_bias = None
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros",
+                dtype="float32")
         self._search_functions: dict = {}
+
+    @property
+    def tokenizer(self) -> SubwordTokenizer | None:
+        """The preprocessor's tokenizer (settable: a converter gives a model its own)."""
+        return self.preprocessor.tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, tokenizer: SubwordTokenizer | None) -> None:
+        self.preprocessor.tokenizer = tokenizer
 
     def _check_vocabulary(self) -> None:
         """Raises a UserError for special or suppressed ids outside the vocabulary, or a
@@ -156,37 +187,6 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
                 f"{self.vocabulary_size}"
             )
 
-    def _create_layers(self) -> None:
-        """Creates the shared embedding, the encoder and decoder stacks and the logits bias."""
-        policy = self.dtype_policy
-        self.embedding = TokenEmbedding(self.vocabulary_size, self.hidden_dim,
-                                        scale=self.scale_embedding,
-                                        mask_zero=self.pad_id == 0, dtype=policy,
-                                        name="token_embedding")
-        self.position_encoding = SinusoidalPositionEncoding(
-            layout=self.position_layout, dtype=policy, name="position_encoding")
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
-        block_args = dict(num_heads=self.num_heads, intermediate_dim=self.intermediate_dim,
-                          dropout=self.dropout, attention_dropout=self.attention_dropout,
-                          activation=self.activation, normalize_first=self.normalize_first,
-                          dtype=policy)
-        self.encoder_blocks = [TransformerEncoderBlock(**block_args, name=f"encoder_{i}")
-                               for i in range(self.num_encoder_layers)]
-        self.decoder_blocks = [TransformerDecoderBlock(**block_args, name=f"decoder_{i}")
-                               for i in range(self.num_decoder_layers)]
-        # Pre-norm stacks end with a LayerNorm (post-norm blocks already end with one).
-        self.encoder_norm = self.decoder_norm = None
-        if self.normalize_first:
-            self.encoder_norm = LayerNormalization(
-                epsilon=1e-5, dtype=policy, name="encoder_norm")
-            self.decoder_norm = LayerNormalization(
-                epsilon=1e-5, dtype=policy, name="decoder_norm")
-        self.logits_bias = None
-        if self.output_bias:
-            self.logits_bias = self.add_weight(
-                name="logits_bias", shape=(self.vocabulary_size,), initializer="zeros",
-                dtype="float32")
-
     def special_ids(self) -> tuple[int, int]:
         """`(start_id, end_id)`: the configured ones, else the tokenizer's, else the zoo's
         defaults (`zoo.training.text_batches.START_ID`, `END_ID`)."""
@@ -196,7 +196,7 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
                 end if self.end_id is None else self.end_id)
 
     def _logits(self, hidden: Any) -> Any:
-        logits = self.embedding(hidden, reverse=True)
+        logits = self.backbone.token_embedding(hidden, reverse=True)  # E^T, tied
         if self.logits_bias is not None:
             logits = logits + ops.cast(self.logits_bias, "float32")
         return logits
@@ -226,22 +226,9 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
         return load_preset(cls, name)
 
     # ------------------------------------------------------------------ forward passes
-    def _embed(self, token_ids: Any, start_index: Any = 0, training: bool | None = None
-               ) -> Any:
-        x = self.embedding(token_ids)
-        x = x + self.position_encoding(x, start_index=start_index)
-        return self.embedding_dropout(x, training=training)
-
     def encode(self, source_ids: Any, training: bool | None = None) -> tuple[Any, Any]:
         """Encodes `(batch, S)` source ids; returns `(memory (batch, S, d), mask (batch, S))`."""
-        source_ids = ops.convert_to_tensor(source_ids, "int32")
-        mask = ops.not_equal(source_ids, self.pad_id)
-        x = self._embed(source_ids, training=training)
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask=mask, training=training)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        return x, mask
+        return self.backbone.encode(source_ids, training=training)
 
     def decode(self, target_ids: Any, memory: Any, source_mask: Any,
                training: bool | None = None, return_attention_scores: bool = False) -> Any:
@@ -251,49 +238,39 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
         decoder block, a list of `(batch, heads, T, S)` arrays.
         """
         target_ids = ops.convert_to_tensor(target_ids, "int32")
-        target_mask = ops.not_equal(target_ids, self.pad_id)
-        if self.special_ids()[0] == self.pad_id:
-            # The start token is the padding id (Marian): the first position is never padding.
-            first = ops.arange(ops.shape(target_ids)[1]) == 0
-            target_mask = ops.logical_or(target_mask, ops.expand_dims(first, 0))
-        x = self._embed(target_ids, training=training)
-        cross = []
-        for block in self.decoder_blocks:
-            out = block(x, memory, decoder_padding_mask=target_mask,
-                        encoder_padding_mask=source_mask, training=training,
-                        return_attention_scores=return_attention_scores)
-            if return_attention_scores:
-                x, scores = out
-                cross.append(scores["cross_attention"])
-            else:
-                x = out
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-        logits = self._logits(x)
-        return (logits, cross) if return_attention_scores else logits
+        out = self.backbone.decode(target_ids, memory, source_mask,
+                                   target_mask=self._target_mask(target_ids),
+                                   training=training,
+                                   return_attention_scores=return_attention_scores)
+        if return_attention_scores:
+            return self._logits(out[0]), out[1]
+        return self._logits(out)
 
     def call(self, inputs: dict, training: bool | None = None) -> Any:
         if not isinstance(inputs, dict) or not {"source_ids", "target_ids"} <= set(inputs):
             raise UserError(
                 "Translator expects a dict with 'source_ids' and 'target_ids'; got "
                 f"{type(inputs).__name__} {sorted(inputs) if isinstance(inputs, dict) else ''}")
-        memory, source_mask = self.encode(inputs["source_ids"], training=training)
-        return self.decode(inputs["target_ids"], memory, source_mask, training=training)
+        target_ids = ops.convert_to_tensor(inputs["target_ids"], "int32")
+        # Through the backbone's `__call__`, which builds it as Keras builds a layer.
+        features = self.backbone({"source_ids": inputs["source_ids"], "target_ids": target_ids,
+                                  "target_mask": self._target_mask(target_ids)},
+                                 training=training)
+        return self._logits(features)
+
+    def _target_mask(self, target_ids: Any) -> Any:
+        """The target positions that are not padding, `(batch, T)` bool."""
+        target_mask = ops.not_equal(target_ids, self.pad_id)
+        if self.special_ids()[0] == self.pad_id:
+            # The start token is the padding id (Marian): the first position is never padding.
+            first = ops.arange(ops.shape(target_ids)[1]) == 0
+            target_mask = ops.logical_or(target_mask, ops.expand_dims(first, 0))
+        return target_mask
 
     # ------------------------------------------------------------------ incremental decoding
     def initial_cache(self, memory: Any, max_length: int) -> tuple[tuple, tuple]:
-        """Caches for `decode_step`: an empty self-attention cache for `max_length` target
-        positions, and the cross-attention keys/values of `memory`, computed once.
-
-        Returns:
-            `(self_cache, cross_cache)`, each a tuple with one `(keys, values)` pair per
-            decoder block, every buffer `(batch, heads, length, head_dim)`.
-        """
-        batch = ops.shape(memory)[0]
-        self_cache = tuple(b.empty_self_attention_cache(batch, max_length)
-                           for b in self.decoder_blocks)
-        cross_cache = tuple(b.compute_cross_attention_cache(memory) for b in self.decoder_blocks)
-        return self_cache, cross_cache
+        """The backbone's caches for `decode_step` (`TranslatorBackbone.initial_cache`)."""
+        return self.backbone.initial_cache(memory, max_length)
 
     def decode_step(self, token_ids: Any, index: Any, self_cache: tuple, cross_cache: tuple,
                     source_mask: Any) -> tuple[Any, tuple]:
@@ -307,31 +284,22 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
             source_mask: `(batch, S)` source padding mask.
 
         Returns:
-            `(logits (batch, vocab) float32, updated self_cache)`.
+            `(logits (batch, vocab) float32, updated self_cache)`; the
+            `suppressed_token_ids` are never chosen.
         """
-        x = self._embed(token_ids, start_index=index)
-        updated = []
-        for block, layer_cache, memory_cache in zip(self.decoder_blocks, self_cache,
-                                                    cross_cache):
-            x, layer_cache, _ = block(
-                x, encoder_padding_mask=source_mask,
-                self_attention_cache=layer_cache,
-                self_attention_cache_update_index=index,
-                cross_attention_cache=memory_cache)
-            updated.append(tuple(layer_cache))
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
+        x, updated = self.backbone.decode_step(token_ids, index, self_cache, cross_cache,
+                                               source_mask)
         logits = self._logits(x)[:, 0, :]
         if self.suppressed_token_ids:
             never = np.zeros((self.vocabulary_size,), "float32")
             never[self.suppressed_token_ids] = NEVER
             logits = logits + ops.convert_to_tensor(never)
-        return logits, tuple(updated)
+        return logits, updated
 
     # LoRA (zoo.models.lora): the self- and cross-attention of its encoder and decoder blocks;
     # nothing else trains. A merged copy keeps the tokenizer.
     def _lora_blocks(self) -> list[keras.layers.Layer]:
-        return [*self.encoder_blocks, *self.decoder_blocks]
+        return [*self.backbone.encoder_blocks, *self.backbone.decoder_blocks]
 
     def _lora_prepare(self) -> None:
         self.ensure_built()
@@ -349,6 +317,64 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
         if not self.built:
             self({"source_ids": np.ones((1, 1), "int32"),
                   "target_ids": np.full((1, 1), self.special_ids()[0], "int32")})
+
+    # ------------------------------------------------------------------ training, surgery
+    def default_compile_arguments(self, learning_rate: float = 1e-4) -> dict:
+        """What `fit` compiles an uncompiled translator with
+        (`zoo.models.translator.text_training.translator_compile_arguments`)."""
+        return translator_compile_arguments(learning_rate)
+
+    def text_batches(self, sources: Any, targets: Any = None, batch_size: int = 32,
+                     shuffle: bool = True, seed: int = 0) -> Any:
+        """Teacher-forcing batches of sentence pairs: the preprocessor's `text_batches`."""
+        return self.preprocessor.text_batches(sources, targets, batch_size, shuffle, seed)
+
+    def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None,
+            epochs: int = 1, validation_data: Any = None, shuffle: bool = True,
+            **kwargs: Any) -> keras.callbacks.History:
+        """`keras.Model.fit`, which also takes text.
+
+        Args:
+            x, y: sentence pairs (two lists of str, two text files, or a tf.data.Dataset of
+                string pairs as `x`), tokenized by the preprocessor into teacher-forcing
+                batches, or what `keras.Model.fit` takes (token-id batches).
+            batch_size: pairs per batch for text (default 32).
+            validation_data: a `(sources, targets)` pair of the same kinds, or Keras's.
+            **kwargs: the other `keras.Model.fit` arguments.
+
+        Returns:
+            The `History`.
+
+        Example:
+            translator = zoo.load("translator-multi30k-en-de")
+            translator.fit(["A dog runs."], ["Ein Hund rennt."], epochs=2)
+        """
+        x, y, batch_size, validation_data, shuffle = text_fit_arguments(
+            self.preprocessor, x, y, batch_size, validation_data, shuffle)
+        return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+                           validation_data=validation_data, shuffle=shuffle, **kwargs)
+
+    def with_training_options(self, *, dropout: float | None = None,
+                              attention_dropout: float | None = None,
+                              dtype: str | keras.DTypePolicy | None = None) -> "Translator":
+        """A new translator with this one's weights and tokenizer, and other dropout rates or
+        compute dtype (`zoo.models.translator.surgery.with_training_options`)."""
+        return with_training_options(self, dropout=dropout,
+                                     attention_dropout=attention_dropout, dtype=dtype)
+
+    def pre_split_layers(self) -> list[tuple[str, Any]]:
+        """The layers (and the logits bias) under their attribute names before the split, in
+        the order the old constructor set them (`zoo.models.pre_split_files`)."""
+        self.ensure_built()
+        names = ["embedding", "position_encoding", "embedding_dropout", "encoder_blocks",
+                 "decoder_blocks", "encoder_norm", "decoder_norm", "logits_bias"]
+        return [(name, getattr(self, name)) for name in names
+                if getattr(self, name) is not None]
+
+    def load_assets(self, dir_path: str) -> None:
+        """Reads the tokenizer of a file saved before the split, which holds it among the
+        translator's own assets (a newer file holds it among its preprocessor's)."""
+        self.preprocessor.load_assets(dir_path)
 
     # ------------------------------------------------------------------ export, config
     def export(self, filepath: str, format: str = "tf_saved_model", **kwargs: Any) -> None:
@@ -383,3 +409,8 @@ class Translator(TranslatorSurgery, TranslatorSearch, TextTranslation, TextTrain
             "force_end_at_max_length": self.force_end_at_max_length,
         })
         return config
+
+
+
+add_part_views(Translator, "backbone", _BACKBONE_LAYERS)
+add_part_views(Translator, "backbone", _BACKBONE_SETTINGS)

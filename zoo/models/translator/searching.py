@@ -70,10 +70,6 @@ class TranslatorSearch:
             self_cache, context = keras.tree.map_structure(
                 lambda t: ops.repeat(t, beam_size, axis=0), (self_cache, context))
 
-        def grow(cache: tuple, length: Any) -> tuple:
-            return tuple(block.self_attention.grow_cache(pair, length)
-                         for block, pair in zip(self.decoder_blocks, cache))
-
         start, end = self.special_ids()
 
         def next_logits(tokens: Any, index: Any, cache: tuple, context: tuple
@@ -86,7 +82,8 @@ class TranslatorSearch:
                 logits = ops.where(last, logits + only_end, logits)
             return logits, new_cache
 
-        settings = dict(pad_id=self.pad_id, grow_cache=grow, context=context,
+        settings = dict(pad_id=self.pad_id, grow_cache=self.backbone.grow_cache,
+                        context=context,
                         length_limit=self.max_target_length, max_lengths=max_lengths)
         if beam_size == 1:
             return greedy_search(next_logits, self_cache, batch, max_length, start, end,

@@ -2,14 +2,12 @@
 
 `Translator` takes these methods from `TextTranslation`: tokenizing source sentences into
 padded id batches, translating them in batches of similar length through `Translator.search`,
-aligning a sentence pair by cross-attention, and saving the tokenizer inside the `.keras` file
-(as the asset `tokenizer.model`).
+and aligning a sentence pair by cross-attention. The tokenizer is the preprocessor's
+(`zoo.models.translator.preprocessor.TranslatorPreprocessor`).
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -17,62 +15,36 @@ from keras import ops
 
 from zoo.training.errors import UserError
 from zoo.generation.settings import check_search_settings
-from zoo.text.length_cap import character_cap, cut_text, cut_warning
-from zoo.text.loading import load_tokenizer
 from zoo.text.base import Tokenizer
 from zoo.text.tokenizer import SubwordTokenizer
-
-TOKENIZER_ASSET = "tokenizer.model"
 
 
 class TextTranslation:
     """`Translator`'s methods that take and return text, and save its tokenizer."""
 
     def require_tokenizer(self) -> SubwordTokenizer:
-        """The translator's tokenizer; a one-line ValueError when it has none (a model built
+        """The translator's tokenizer; a one-line UserError when it has none (a model built
         from ids alone cannot take text)."""
-        if self.tokenizer is None:
-            raise UserError("this translator has no tokenizer; pass tokenizer=... when "
-                            "creating it")
-        return self.tokenizer
+        return self.preprocessor.require_tokenizer()
 
     @property
     def source_character_cap(self) -> int:
-        """The characters of a source text read (`zoo.text.length_cap.character_cap` of
-        `max_source_length`); the rest could not change the translation of a text the model
-        reads whole, and tokenizing it would cost memory that grows with the text."""
-        return character_cap(self.max_source_length)
+        """The characters of a source text read (the preprocessor's
+        `source_character_cap`)."""
+        return self.preprocessor.source_character_cap
 
     def cut_sources(self, texts: Sequence[str]) -> list[str]:
         """`texts` cut to `source_character_cap` characters each, with one warning that
         names the cut texts by their index."""
-        cap = self.source_character_cap
-        cut = [cut_text(text, cap) for text in texts]
-        indices = [index for index, (_, was_cut) in enumerate(cut) if was_cut]
-        if indices:
-            where = (f"text {indices[0]}" if len(indices) == 1 else
-                     f"texts {', '.join(map(str, indices[:10]))}"
-                     f"{' ...' if len(indices) > 10 else ''} (of {len(cut)})")
-            warnings.warn(cut_warning(where, cap, self.max_source_length,
-                                      many=len(indices) > 1), stacklevel=3)
-        return [text for text, _ in cut]
+        return self.preprocessor.cut_sources(texts, cap=self.source_character_cap)
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Source texts to `(batch, S)` ids, S rounded up to a multiple of 8 (fewer shapes
         to compile), truncated at `max_source_length` with a warning (each text cut to
-        `source_character_cap` characters first)."""
-        tokenizer = self.require_tokenizer()
+        `source_character_cap` characters first): `TranslatorPreprocessor.encode_texts`."""
+        self.require_tokenizer()
         texts = self.cut_sources([_as_text(t, i) for i, t in enumerate(texts)])
-        return self._padded(tokenizer.encode(texts, max_length=self.max_source_length))
-
-    def _padded(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
-        """Token ids to `(batch, S)`, S the longest rounded up to a multiple of 8."""
-        longest = max(len(ids) for ids in encoded)
-        width = min(self.max_source_length, -(-longest // 8) * 8)
-        batch = np.full((len(encoded), width), self.pad_id, "int32")
-        for row, ids in enumerate(encoded):
-            batch[row, :len(ids)] = ids
-        return batch
+        return self.preprocessor.pad(self.preprocessor.tokenize(texts))
 
     def translate(self, texts: Sequence[str] | str, beam_size: int = 4,
                   max_length: int | None = None, alpha: float = 0.6,
@@ -108,15 +80,14 @@ class TextTranslation:
         texts = self.cut_sources([_as_text(t, i) for i, t in enumerate(texts)])
         outputs, scores = [""] * len(texts), [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t.strip()]
-        encoded = dict(zip(todo, tokenizer.encode([texts[i] for i in todo],
-                                                  max_length=self.max_source_length)
+        encoded = dict(zip(todo, self.preprocessor.tokenize([texts[i] for i in todo])
                            if todo else []))
         # By source length: batches of like lengths pad less, so they translate faster than
         # the sentences in their own order, to the same translations (docs/performance-log.md).
         todo.sort(key=lambda i: len(encoded[i]))
         for start in range(0, len(todo), batch_size):
             chunk = todo[start:start + batch_size]
-            ids = self._padded([encoded[i] for i in chunk])
+            ids = self.preprocessor.pad([encoded[i] for i in chunk])
             tokens, chunk_scores = self.search(ids, beam_size, max_length, alpha)
             if beam_size > 1:
                 tokens, chunk_scores = tokens[:, 0], chunk_scores[:, 0]
@@ -153,18 +124,6 @@ class TextTranslation:
         target_pieces = [pieces(int(i)) for i in target[0][1:]] + ["</s>"]
         return source_pieces, target_pieces, weights
 
-
-    def save_assets(self, dir_path: str) -> None:
-        """Writes the tokenizer (if any) into `dir_path`, the assets of a `.keras` file."""
-        if self.tokenizer is not None:
-            self.tokenizer.save(os.path.join(dir_path, TOKENIZER_ASSET), overwrite=True)
-
-
-    def load_assets(self, dir_path: str) -> None:
-        """Reads the tokenizer back from `dir_path`, where `save_assets` wrote it."""
-        path = os.path.join(dir_path, TOKENIZER_ASSET)
-        if os.path.exists(path):
-            self.tokenizer = load_tokenizer(path)
 
 
 def _as_text(text: Any, position: int) -> str:
