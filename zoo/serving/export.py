@@ -58,6 +58,7 @@ from zoo.training.progress import Step
 from zoo.version import zoo_version
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
                                       xla_only_op_types)
+from zoo.serving.server_messages import message_class
 from zoo.serving.version_folder import put_in_place as _put_in_place
 from zoo.serving.version_folder import remove_stale_temporaries
 from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
@@ -78,16 +79,16 @@ def _require_tensorflow_backend() -> None:
 
 def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
                           inputs: dict[str, Any]) -> Path:
-    """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest."""
+    """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest (a
+    `PredictionLog` record, `zoo.serving.server_messages`)."""
     import tensorflow as tf
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-    request = predict_pb2.PredictRequest(
-        model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SERVING_SIGNATURE))
+    log = message_class("PredictionLog")()
+    request = log.predict_log.request
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = SERVING_SIGNATURE
     for key, value in inputs.items():
         request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
-    log = prediction_log_pb2.PredictionLog(
-        predict_log=prediction_log_pb2.PredictLog(request=request))
     folder = Path(export_dir) / "assets.extra"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tf_serving_warmup_requests"
