@@ -56,6 +56,11 @@ from zoo.training.files.disk_faults import naming
 from zoo.training.files.file_store import refuse_link
 from zoo.training.progress import Step
 from zoo.version import zoo_version
+from zoo.generation.settings import check_search_settings
+from zoo.models.sentence_encoder.model import SentenceEncoder
+from zoo.models.translator.model import Translator
+from zoo.models.vit.model import VisionTransformer
+from zoo.hub.loader import load, source_name
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
                                       xla_only_op_types)
 from zoo.serving.server_messages import message_class
@@ -102,9 +107,6 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
     """`(archive, warmup inputs)`: a `keras.export.ExportArchive` holding the model's two
     endpoints, and the `serving_default` inputs of its one warm-up request."""
     import tensorflow as tf
-
-    from zoo.models.sentence_encoder.model import SentenceEncoder
-    from zoo.models.translator.model import Translator
 
     if hasattr(model, "ensure_built"):
         model.ensure_built()
@@ -163,19 +165,11 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         ValueError: a bad version, name, beam size, alpha or top-k; a sentence encoder
             without a vocabulary; the errors of `zoo.load`.
     """
-    import zoo
-    from zoo.generation.settings import check_search_settings
-    from zoo.models.sentence_encoder.model import SentenceEncoder
-    from zoo.models.translator.model import Translator
-    from zoo.models.vit.model import VisionTransformer
-
     _require_tensorflow_backend()
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise UserError(f"version must be a positive integer; got {version!r}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     top_k = positive_int(top_k, "top_k", error=UserError)
-    from zoo.hub.loader import source_name
-
     if isinstance(model, keras.Model):
         # A loaded model by the name it was loaded as, a built one by its architecture's.
         name = (getattr(model, "preset_name", None) or model.name) if name is None else name
@@ -193,7 +187,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         raise FileExistsError(f"{target} exists; pass --force to replace it")
     source = model
     if not isinstance(model, keras.Model):
-        model = zoo.load(str(model))
+        model = load(str(model))
     if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
         raise UserError(f"export takes a Translator, VisionTransformer or SentenceEncoder;"
