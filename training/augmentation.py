@@ -33,8 +33,8 @@ from keras import ops
 
 from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
-from .compilation import compile_for_backend
-from .rand_augment import RandAugmentPolicy
+from zoo.training.compilation import compile_for_backend
+from zoo.training.rand_augment import RandAugmentPolicy
 
 
 @keras.saving.register_keras_serializable(package="zoo")
