@@ -93,7 +93,7 @@ def message_class(name: str) -> Any:
         try:
             pool.FindFileByName("zoo/serving/server_messages.proto")
         except KeyError:
-            pool.Add(_file_descriptor())
+            pool.AddSerializedFile(_file_descriptor().SerializeToString())
         for message in MESSAGES:
             _CLASSES[message] = message_factory.GetMessageClass(
                 pool.FindMessageTypeByName(f"{PACKAGE}.{message}"))
