@@ -1,8 +1,9 @@
-"""Reusable Keras 3 attention layers, written with `keras.ops` only (no TensorFlow import).
+"""Installs as `zoo.layers` (never a top-level `layers`): reusable Keras 3 attention layers.
 
-The names below load their module (and Keras) on first use, so that the ground floor is cheap:
-`zoo.layers.validation` serves the flag checks of `zoo --help` without loading Keras, and a
-small helper is imported rather than copied.
+They are written with `keras.ops` only (no TensorFlow import). The names below load their
+module (and Keras) on first use, so that the ground floor is cheap: `zoo.layers.validation`
+serves the flag checks of `zoo --help` without loading Keras, and a small helper is imported
+rather than copied.
 """
 
 from __future__ import annotations

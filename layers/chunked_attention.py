@@ -30,7 +30,7 @@ from keras import ops
 
 from .attention import MASKED_LOGIT, check_attention_shapes, check_mask_broadcasts
 from .attention_masks import AttentionMasks
-from .validation import positive_int
+from .validation import non_negative_int, positive_int
 
 
 def _static_length(name: str, tensor: Any) -> int:
@@ -271,8 +271,8 @@ def sliding_window_attention(
     >>> tuple(local.shape)   # query 5 saw keys 0 and 3..7
     (2, 10, 4)
     """
-    window = positive_int(window, "window", minimum=0)
-    global_tokens = positive_int(global_tokens, "global_tokens", minimum=0)
+    window = non_negative_int(window, "window")
+    global_tokens = non_negative_int(global_tokens, "global_tokens")
     if block_size is None:
         block_size = min(max(window, 64), 256)
     block_size = positive_int(block_size, "block_size")
@@ -387,8 +387,8 @@ def check_long_sequence_options(attention_window: Any, global_tokens: Any,
     Raises:
         ValueError: naming the bad value.
     """
-    window = positive_int(attention_window, "attention_window", minimum=0, optional=True)
-    global_tokens = positive_int(global_tokens, "global_tokens", minimum=0, optional=True) or 0
+    window = non_negative_int(attention_window, "attention_window", optional=True)
+    global_tokens = non_negative_int(global_tokens, "global_tokens", optional=True) or 0
     block_size = positive_int(attention_block_size, "attention_block_size", optional=True)
     if global_tokens and window is None:
         raise ValueError(

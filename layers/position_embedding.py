@@ -16,7 +16,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from .validation import is_int, positive_int
+from .validation import is_int, non_negative_int, positive_int
 
 _RESIZE_METHODS = ("nearest", "bilinear", "bicubic", "lanczos3", "lanczos5")
 
@@ -115,7 +115,7 @@ def interpolate_position_embedding_2d(
     """
     old_rows, old_cols = _check_grid(old_grid, "old_grid")
     new_rows, new_cols = _check_grid(new_grid, "new_grid")
-    num_prefix_tokens = positive_int(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+    num_prefix_tokens = non_negative_int(num_prefix_tokens, "num_prefix_tokens")
     if method not in _RESIZE_METHODS:
         raise ValueError(f"method must be one of {_RESIZE_METHODS}; got {method!r}")
     table, batched = _as_table(table)

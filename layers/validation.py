@@ -15,6 +15,16 @@ def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _int_at_least(value: Any, what: str, error: type[ValueError], minimum: int,
+                  optional: bool, expected: str) -> int | None:
+    if value is None and optional:
+        return None
+    if not is_int(value) or value < minimum:
+        raise error(f"{what} must be {expected}{' or None' if optional else ''}; got "
+                    f"{value!r}")
+    return int(value)
+
+
 @overload
 def positive_int(value: Any, what: str, error: type[ValueError] = ..., *, minimum: int = ...,
                  optional: Literal[False] = ...) -> int: ...
@@ -27,14 +37,15 @@ def positive_int(value: Any, what: str, error: type[ValueError] = ..., *, minimu
 
 def positive_int(value: Any, what: str, error: type[ValueError] = ValueError, *,
                  minimum: int = 1, optional: bool = False) -> int | None:
-    """`value` as an int if it is an int (not a bool) of at least `minimum`.
+    """`value` as an int if it is an int (not a bool) of at least `minimum` (1 or more; a
+    count that may be 0 is `non_negative_int`'s).
 
     Args:
         value: the argument to check.
         what: its name, for the message.
         error: the ValueError subclass to raise (the zoo passes its `UserError` for values
             a user gave).
-        minimum: the smallest value accepted (0 for a count that may be empty).
+        minimum: the smallest value accepted, at least 1.
         optional: accept None too (and return it): an argument whose None means "unset".
 
     Returns:
@@ -46,22 +57,45 @@ def positive_int(value: Any, what: str, error: type[ValueError] = ValueError, *,
             `minimum` is 1, else "must be an int >= minimum", with "or None" when `optional`.
 
     Example:
-    >>> positive_int(3, "heads")
-    3
-    >>> positive_int(0, "window", minimum=0), positive_int(None, "limit", optional=True)
-    (0, None)
-    >>> positive_int(-1, "window", minimum=0, optional=True)
+    >>> positive_int(3, "heads"), positive_int(None, "limit", optional=True)
+    (3, None)
+    >>> positive_int(4, "vocabulary_size", minimum=5)
     Traceback (most recent call last):
     ...
-    ValueError: window must be an int >= 0 or None; got -1
+    ValueError: vocabulary_size must be an int >= 5; got 4
     """
-    if value is None and optional:
-        return None
-    if not is_int(value) or value < minimum:
-        expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise error(f"{what} must be {expected}{' or None' if optional else ''}; got "
-                    f"{value!r}")
-    return int(value)
+    if minimum < 1:  # a bug of the caller's, not a user's mistake
+        raise ValueError(f"positive_int takes a minimum of at least 1; got {minimum!r} "
+                         "(non_negative_int accepts 0)")
+    expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+    return _int_at_least(value, what, error, minimum, optional, expected)
+
+
+@overload
+def non_negative_int(value: Any, what: str, error: type[ValueError] = ..., *,
+                     optional: Literal[False] = ...) -> int: ...
+
+
+@overload
+def non_negative_int(value: Any, what: str, error: type[ValueError] = ..., *,
+                     optional: bool) -> int | None: ...
+
+
+def non_negative_int(value: Any, what: str, error: type[ValueError] = ValueError, *,
+                     optional: bool = False) -> int | None:
+    """`value` as an int if it is an int (not a bool) of 0 or more: a count that may be
+    empty (a window of 0, no prefix tokens). Args, returns and errors as `positive_int`'s,
+    the refusal saying "must be a non-negative int".
+
+    Example:
+    >>> non_negative_int(0, "padding"), non_negative_int(None, "window", optional=True)
+    (0, None)
+    >>> non_negative_int(-1, "window", optional=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: window must be a non-negative int or None; got -1
+    """
+    return _int_at_least(value, what, error, 0, optional, "a non-negative int")
 
 
 def image_size_pair(image_size: Any, what: str = "image_size",

@@ -1,9 +1,10 @@
-"""The generic training kit: data pipelines, schedules, losses, optimizers, callbacks,
-precision and distribution set-up. TensorFlow is imported lazily, inside the functions that
-build `tf.data` pipelines, so the kit works on the JAX backend without TensorFlow; and the
-names below load their module (and Keras) on first use, so `import zoo.training` is cheap.
-The file plumbing it uses (the cache folder, atomic writes, the run lock, archives) is
-`zoo.training.files`."""
+"""Installs as `zoo.training` (never a top-level `training`): the generic training kit.
+
+Data pipelines, schedules, losses, optimizers, callbacks, precision and distribution set-up.
+TensorFlow is imported lazily, inside the functions that build `tf.data` pipelines, so the kit
+works on the JAX backend without TensorFlow; and the names below load their module (and Keras)
+on first use, so `import zoo.training` is cheap. The file plumbing it uses (the cache folder,
+atomic writes, the run lock, archives) is `zoo.training.files`."""
 
 from __future__ import annotations
 

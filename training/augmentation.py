@@ -32,9 +32,9 @@ import keras
 from keras import ops
 
 from zoo.training.errors import UserError
-from zoo.layers.validation import positive_int
-from .compilation import compile_for_backend
-from .rand_augment import RandAugmentPolicy
+from zoo.layers.validation import non_negative_int, positive_int
+from zoo.training.compilation import compile_for_backend
+from zoo.training.rand_augment import RandAugmentPolicy
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -68,7 +68,7 @@ class RandomCropWithPadding(keras.layers.Layer):
         self, padding: int = 4, fill_mode: str = "reflect", seed: int | None = None, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        padding = positive_int(padding, "padding", minimum=0)
+        padding = non_negative_int(padding, "padding")
         if fill_mode not in ("reflect", "constant"):
             raise ValueError(f"fill_mode must be 'reflect' or 'constant'; got {fill_mode!r}")
         self.padding = padding

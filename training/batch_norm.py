@@ -21,13 +21,14 @@ from typing import Any
 import keras
 import numpy as np
 
+from zoo.layers.keras_internals import nested_layers
 from zoo.layers.validation import positive_int
 
 
 def batch_norm_layers(model: keras.Layer) -> list[keras.layers.BatchNormalization]:
     """The model's trainable batch norm layers (those whose statistics training updates),
     nested ones included, in the order Keras tracks them."""
-    return [layer for layer in model._flatten_layers(include_self=True)
+    return [layer for layer in [model, *nested_layers(model)]
             if isinstance(layer, keras.layers.BatchNormalization) and layer.trainable]
 
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from zoo.training.errors import UserError
 from zoo.layers.validation import image_size_pair, positive_int
-from .image_files import load_image, scan_image_folder
-from .progress import Step
+from zoo.training.image_files import load_image, scan_image_folder
+from zoo.training.progress import Step
 
 
 def rows_per_class(labels: np.ndarray, num_classes: int, limit_per_class: int,

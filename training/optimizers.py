@@ -20,7 +20,7 @@ from zoo.layers.keras_internals import (
     uses_weight_decay,
     weight_decay_hook,
 )
-from .schedules import InverseSqrtWarmup
+from zoo.training.schedules import InverseSqrtWarmup
 
 # Substrings of a variable's path (e.g. "vit/block_0/layer_norm_1/gamma") that exclude it
 # from weight decay.

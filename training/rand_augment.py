@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import keras
 from keras import ops
 
-from zoo.layers.validation import positive_int
+from zoo.layers.validation import non_negative_int
 
 OPERATIONS = (
     "identity", "auto_contrast", "equalize", "rotate", "solarize", "color", "posterize",
@@ -78,7 +78,7 @@ class RandAugmentPolicy(keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        num_ops = positive_int(num_ops, "num_ops", minimum=0)
+        num_ops = non_negative_int(num_ops, "num_ops")
         if not isinstance(magnitude, (int, float)) or not 0.0 <= float(magnitude) <= 1.0:
             raise ValueError(
                 f"magnitude must be a number in [0, 1] (the paper's M / 10); got "

@@ -35,15 +35,15 @@ from zoo.training.errors import UserError
 from zoo.training.files.file_store import write_atomically
 from zoo.training.files.new_folders import folder_for
 from zoo.training.files.run_lock import run_folder_lock
-from .checkpointing import (
+from zoo.training.checkpointing import (
     ResumableCheckpoint,
     prepare_run_folder,
     restore_latest,
 )
-from .distribution import barrier, is_chief
-from .interrupts import interrupted
-from .precision import bfloat16_warning, set_precision
-from .progress import fit_verbosity
+from zoo.training.distribution import barrier, is_chief
+from zoo.training.interrupts import interrupted
+from zoo.training.precision import bfloat16_warning, set_precision
+from zoo.training.progress import fit_verbosity
 
 
 @contextlib.contextmanager

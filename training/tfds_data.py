@@ -262,7 +262,7 @@ def tfds_image_arrays(
         UserError: an unknown dataset or split, a dataset without class labels, or an empty
             split.
     """
-    from .image_data import rows_per_class  # image_data loads nothing heavy
+    from zoo.training.image_data import rows_per_class  # image_data loads nothing heavy
 
     spec = parse_tfds_spec(spec) if isinstance(spec, str) else spec
     limit_per_class = positive_int(limit_per_class, "limit_per_class", optional=True)

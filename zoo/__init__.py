@@ -19,16 +19,12 @@ command keeps them; `zoo.verbose()`, or `ZOO_LOG=debug` in the environment, show
 from __future__ import annotations
 
 import importlib
-import os as _os
 from typing import TYPE_CHECKING, Any
 
 # `zoo.layers` and `zoo.training` are the repository's top-level `layers/` and `training/`
-# folders: a wheel installs them there (pyproject.toml's package-dir), and in a checkout (run
-# from source or installed editable) the folder above this one is searched for them too.
-_CHECKOUT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if (not _os.path.isdir(_os.path.join(__path__[0], "layers"))
-        and _os.path.isfile(_os.path.join(_CHECKOUT, "layers", "__init__.py"))):
-    __path__.append(_CHECKOUT)
+# folders, mapped there by pyproject.toml's package-dir: a wheel installs them inside zoo/, an
+# editable install (`pip install -e .`) finds them where they are. A checkout is used through
+# such an install; nothing here adds the checkout's other folders to `zoo`.
 
 # Public name -> the module that defines it and its name there; imported on first access
 # (PEP 562).

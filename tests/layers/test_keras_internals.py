@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+from pathlib import Path
+
 import h5py
 import keras
 import numpy as np
@@ -15,6 +19,37 @@ from zoo.layers.keras_internals import (
     uses_weight_decay,
     weight_decay_hook,
 )
+
+
+def _private_keras_uses(tree: ast.AST, private: set[str]):
+    """The lines of `tree` that import `keras.src` or use a name of `private` that the module
+    does not define itself (an overridden hook is ours)."""
+    ours = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in private and node.attr not in ours:
+            yield node.lineno
+        elif isinstance(node, ast.Import) and any(
+                alias.name.startswith("keras.src") for alias in node.names):
+            yield node.lineno
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keras.src"):
+            yield node.lineno
+
+
+def test_no_other_module_uses_a_private_keras_name():
+    """`keras.src` and the private methods and attributes of Keras' layers, models,
+    optimizers, callbacks and variables appear only in keras_internals.py."""
+    private = {name for cls in (keras.Model, keras.layers.Layer, keras.optimizers.Optimizer,
+                                keras.callbacks.Callback, keras.Variable)
+               for name in dir(cls) if name.startswith("_") and not name.startswith("__")}
+    found = set()
+    for package in ("zoo", "zoo.layers", "zoo.training"):
+        for folder in importlib.util.find_spec(package).submodule_search_locations:
+            for path in Path(folder).rglob("*.py"):
+                if path.name != "keras_internals.py":
+                    tree = ast.parse(path.read_text(encoding="utf-8"))
+                    found |= {f"{path.name}:{line}"
+                              for line in _private_keras_uses(tree, private)}
+    assert found == set()
 
 
 def _model() -> keras.Model:

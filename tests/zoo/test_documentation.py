@@ -31,6 +31,16 @@ def test_docs_holds_documents_only():
     assert kinds <= {".md", ".png", ".svg"}, kinds
 
 
+def test_the_contributors_guide_names_only_paths_of_the_repository():
+    text = (ROOT / ".github" / "CONTRIBUTING.md").read_text()
+    assert not re.search(r"(?<![\w.])(?:/[a-z]+/|\.\./|~/)", text), "a path outside the checkout"
+    paths = re.findall(r"`([\w.-]+/[\w./-]*)(?:::\w+)?`", text)
+    # A sub-package (`text/`) is named in its package's list.
+    missing = [p for p in paths if not any((ROOT / folder / p).exists()
+                                           for folder in ("", "zoo", "training"))]
+    assert paths and missing == []
+
+
 def test_the_readme_is_a_guide_of_at_most_350_lines():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 350
 

@@ -27,8 +27,8 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 from zoo.training.errors import UserError
-from .disk_faults import naming
-from .file_store import cache_dir, file_sha256, process_alive, write_atomically
+from zoo.training.files.disk_faults import naming
+from zoo.training.files.file_store import cache_dir, file_sha256, process_alive, write_atomically
 
 _MARKER = ".extracted.json"
 _MEMBERS = "members.json"

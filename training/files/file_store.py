@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from zoo.training.errors import UserError
-from .disk_faults import naming
+from zoo.training.files.disk_faults import naming
 
 CACHE_ENV = "ZOO_CACHE_DIR"
 

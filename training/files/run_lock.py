@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from zoo.training.errors import UserError
-from .file_store import open_no_follow, refuse_link
+from zoo.training.files.file_store import open_no_follow, refuse_link
 
 LOCK_FILE = ".run.lock"
 

@@ -285,7 +285,7 @@ def served_translation(seconds: float) -> list[dict]:
     """The shipped translator exported (beam 1 and 4) and run as TF Serving runs it (a TF1
     session, XLA compilation off: `zoo.serving.session`), against the Python API
     (`Translator.translate`, XLA on), on the same sentences at batch 1 and 32."""
-    import zoo
+    from zoo.hub.loader import load
     from zoo.serving.export import export_model
     from zoo.serving.session import ServedModel, set_xla_compilation
 
@@ -299,7 +299,7 @@ def served_translation(seconds: float) -> list[dict]:
     sources += [package / "models" / "translator" / "model.py"]
     sources += sorted((package.parent / "layers").glob("*.py"))
     code = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()[:12]
-    model = zoo.load(name)
+    model = load(name)
     results = []
     for beam in SETTINGS["served_beams"]:
         version = CACHE / f"served-{code}" / f"beam{beam}" / "1"

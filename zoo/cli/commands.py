@@ -100,14 +100,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
         from zoo.cli.pipeline_commands import translate_pipeline
 
         return translate_pipeline(args)
-    import zoo
+    from zoo.hub.loader import load
     from zoo.generation.settings import check_search_settings
     from zoo.cli.line_reader import always_ready, argument_lines, batches, stdin_lines
     from zoo.models.translator.model import Translator
 
     if args.beam_size is None:
         args.beam_size = TRANSLATE_BEAM_SIZE
-    model = zoo.load(args.model, expect=Translator)
+    model = load(args.model, expect=Translator)
     # A bad --beam-size or --max-length is refused before stdin is read or anything traced.
     check_search_settings(args.beam_size, args.max_length, model.max_target_length)
     # Each text is cut to what the model can read before it is tokenized: bounded memory.
@@ -178,11 +178,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
         return _classify_zero_shot(args)
     import numpy as np
 
-    import zoo
+    from zoo.hub.loader import load
     from zoo.training.image_files import load_image
     from zoo.models.vit.model import VisionTransformer
 
-    model = zoo.load(args.model, expect=VisionTransformer)
+    model = load(args.model, expect=VisionTransformer)
     images = [load_image(path, image_size=model.image_size) for path in args.images]
     results = model.classify(np.stack(images), top_k=args.top_k)
     for path, top in zip(args.images, results):
@@ -241,11 +241,11 @@ def cmd_caption(args: argparse.Namespace) -> None:
     """`zoo caption`: one `path<TAB>caption` line per image, in the order given."""
     import numpy as np
 
-    import zoo
+    from zoo.hub.loader import load
     from zoo.models.captioner.captioner import ImageCaptioner
     from zoo.training.image_files import load_image
 
-    model = zoo.load(args.model, expect=ImageCaptioner)
+    model = load(args.model, expect=ImageCaptioner)
     size = model.encoder.image_shape[:2]
     images = np.stack([load_image(path, image_size=size) for path in args.images])
     captions = model.caption(images, beam_size=args.beam_size, max_length=args.max_length)
@@ -281,13 +281,13 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """`zoo evaluate`: BLEU and chrF of a translator, or top-1/top-5 accuracy of a ViT."""
-    import zoo
+    from zoo.hub.loader import load
     from zoo.models.translator.model import Translator
     from zoo.models.vit.model import VisionTransformer
 
     with notes_on_stderr():
-        model = zoo.load(args.model,
-                         expect=Translator if args.task == "translator" else VisionTransformer)
+        model = load(args.model,
+                     expect=Translator if args.task == "translator" else VisionTransformer)
     if args.task == "translator":
         from zoo.training.text_data import read_lines
         from zoo.recipes.translator import evaluate_translator
@@ -342,8 +342,7 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     """`zoo quantize`: the model with int8 weights, as a .keras file or a model folder (with
     its manifest); says on stderr what it does and whether int8 pays on this CPU
     (`int8_speed_note`), and prints the model file written (stdout's one line)."""
-    import zoo
-    from zoo.hub.loader import MODEL_FILE, write_manifest
+    from zoo.hub.loader import MODEL_FILE, load, write_manifest
     from zoo.models.quantization import int8_speed_note, quantize_model
     from zoo.training.files.file_store import write_atomically
     from zoo.training.files.new_folders import folder_for
@@ -357,7 +356,7 @@ def cmd_quantize(args: argparse.Namespace) -> None:
           f"embedding weights as {args.mode} with a float scale per channel, and writing {out}",
           file=sys.stderr, flush=True)
     with notes_on_stderr():
-        model = quantize_model(zoo.load(args.model), args.mode)
+        model = quantize_model(load(args.model), args.mode)
     with folder_for(os.path.dirname(out)):  # a failed save leaves no new, empty folder
         write_atomically(out, model.save)  # the old file stays until the new one is whole
         if folder:

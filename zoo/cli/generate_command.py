@@ -69,13 +69,13 @@ def sampler_of(args: argparse.Namespace) -> Any:
 def cmd_generate(args: argparse.Namespace) -> int:
     """Writes each prompt and its streamed continuation, one prompt per line; returns 1 when
     some stdin lines were not UTF-8 (their lines are left empty, as `zoo translate` does)."""
-    import zoo
     from zoo.cli.line_reader import argument_lines, stdin_lines
+    from zoo.hub.loader import load
     from zoo.cli.stdout_faults import stdout_to_devnull
     from zoo.models.causal_lm.causal_lm import CausalLM
 
     sampler = sampler_of(args)
-    model = zoo.load(args.model, expect=CausalLM)
+    model = load(args.model, expect=CausalLM)
     limit = model.backbone.max_positions - 1
     if args.max_new_tokens > limit:  # before any prompt is read
         raise UserError(f"--max-new-tokens must be at most {limit} (the model's positions "

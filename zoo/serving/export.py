@@ -66,8 +66,19 @@ from zoo.training.files.file_store import refuse_link
 from zoo.training.files.new_folders import folder_for
 from zoo.training.progress import Step
 from zoo.version import zoo_version
+from zoo.generation.settings import check_search_settings
+from zoo.models.captioner.captioner import ImageCaptioner
+from zoo.models.causal_lm.causal_lm import CausalLM
+from zoo.models.clip.model import CLIP
+from zoo.models.surgery import in_dtype
+from zoo.models.sentence_encoder.model import SentenceEncoder
+from zoo.models.translator.model import Translator
+from zoo.models.vit.model import VisionTransformer
+from zoo.hub.loader import load, source_name
 from zoo.serving.model_server import (write_batching_parameters, write_models_config,
                                       xla_only_op_types)
+from zoo.serving.server_messages import message_class
+from zoo.serving.clip_endpoints import clip_endpoints
 from zoo.serving.version_folder import put_in_place as _put_in_place
 from zoo.serving.version_folder import remove_stale_temporaries
 from zoo.serving.image_endpoints import (  # noqa: F401  (named here too)
@@ -92,16 +103,16 @@ def _require_tensorflow_backend() -> None:
 
 def write_warmup_requests(export_dir: str | os.PathLike, model_name: str,
                           inputs: dict[str, Any]) -> Path:
-    """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest."""
+    """Writes `assets.extra/tf_serving_warmup_requests` with one PredictRequest (a
+    `PredictionLog` record, `zoo.serving.server_messages`)."""
     import tensorflow as tf
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-    request = predict_pb2.PredictRequest(
-        model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SERVING_SIGNATURE))
+    log = message_class("PredictionLog")()
+    request = log.predict_log.request
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = SERVING_SIGNATURE
     for key, value in inputs.items():
         request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
-    log = prediction_log_pb2.PredictionLog(
-        predict_log=prediction_log_pb2.PredictLog(request=request))
     folder = Path(export_dir) / "assets.extra"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tf_serving_warmup_requests"
@@ -116,13 +127,6 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
     model's endpoints, the `serving_default` inputs of its one warm-up request, and the
     values of its optional inputs (`SignatureDef.defaults`)."""
     import tensorflow as tf
-
-    from zoo.models.captioner.captioner import ImageCaptioner
-    from zoo.models.causal_lm.causal_lm import CausalLM
-    from zoo.models.clip.model import CLIP
-    from zoo.models.sentence_encoder.model import SentenceEncoder
-    from zoo.models.translator.model import Translator
-    from zoo.serving.clip_endpoints import clip_endpoints
 
     if isinstance(model, (Translator, ImageCaptioner, CausalLM)):
         model.ensure_built()
@@ -207,15 +211,6 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         ValueError: a bad version, name, beam size, alpha or top-k; a sentence encoder
             without a vocabulary; the errors of `zoo.load`.
     """
-    import zoo
-    from zoo.generation.settings import check_search_settings
-    from zoo.models.captioner.captioner import ImageCaptioner
-    from zoo.models.causal_lm.causal_lm import CausalLM
-    from zoo.models.clip.model import CLIP
-    from zoo.models.sentence_encoder.model import SentenceEncoder
-    from zoo.models.translator.model import Translator
-    from zoo.models.vit.model import VisionTransformer
-
     _require_tensorflow_backend()
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise UserError(f"version must be a positive integer; got {version!r}")
@@ -224,8 +219,6 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
                         f"{', '.join(PRECISIONS)}")
     beam_size, _, alpha = check_search_settings(beam_size, alpha=alpha)
     top_k = positive_int(top_k, "top_k", error=UserError)
-    from zoo.hub.loader import source_name
-
     if isinstance(model, keras.Model):
         # A loaded model by the name it was loaded as, a built one by its architecture's.
         name = (getattr(model, "preset_name", None) or model.name) if name is None else name
@@ -243,7 +236,7 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         raise FileExistsError(f"{target} exists; pass --force to replace it")
     source = model
     if not isinstance(model, keras.Model):
-        model = zoo.load(str(model))
+        model = load(str(model))
     if not isinstance(model, (Translator, SentenceEncoder, VisionTransformer, ImageCaptioner,
                               CausalLM, CLIP)):
         named = "" if isinstance(source, keras.Model) else f" {source} is"
@@ -252,8 +245,6 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
                         f"{named or ' got'} a {type(model).__name__}, which the zoo cannot "
                         "serve (export it with model.export(path) instead)")
     if precision == "bfloat16":
-        from zoo.models.surgery import in_dtype
-
         model = in_dtype(model, "mixed_bfloat16")
 
     with Step(f"exporting {name} to {target}", enabled=progress):

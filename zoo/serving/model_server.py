@@ -13,6 +13,7 @@ from pathlib import Path
 from zoo.training.files.file_store import write_atomically
 from zoo.serving.chunks import CHUNK_ROWS
 from zoo.serving.image_endpoints import MAX_IMAGES
+from zoo.serving.server_messages import message_class
 from zoo.serving.text_endpoints import MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES
 
 
@@ -34,13 +35,13 @@ def xla_only_op_types(export_dir: str | os.PathLike) -> set[str]:
 def write_models_config(repository: str | os.PathLike) -> Path:
     """Writes `models.config` for TF Serving's `--model_config_file`: every model folder.
 
-    Written by protobuf's text serializer from TF Serving's own `ModelServerConfig`, so that
-    any folder name is quoted and escaped as the server reads it."""
+    Written by protobuf's text serializer from TF Serving's `ModelServerConfig` (its fields
+    as `zoo.serving.server_messages` declares them), so that any folder name is quoted and
+    escaped as the server reads it."""
     from google.protobuf import text_format
-    from tensorflow_serving.config import model_server_config_pb2
 
     repository = Path(repository)
-    config = model_server_config_pb2.ModelServerConfig()
+    config = message_class("ModelServerConfig")()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
         if any(v.name.isdigit() for v in folder.iterdir()):
             entry = config.model_config_list.config.add()

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from zoo.serving.server_messages import message_class
+
 SIGNATURE = "serving_default"
 
 
@@ -86,14 +88,13 @@ class ServedModel:
 
     def _replay_warmup(self) -> int:
         import tensorflow as tf
-        from tensorflow_serving.apis import prediction_log_pb2
 
         path = self.export_dir / "assets.extra" / "tf_serving_warmup_requests"
         if not path.exists():
             return 0
         count = 0
         for record in tf.compat.v1.io.tf_record_iterator(str(path)):
-            request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request
+            request = message_class("PredictionLog").FromString(record).predict_log.request
             self(request.model_spec.signature_name or SIGNATURE,
                  **{key: tf.make_ndarray(value) for key, value in request.inputs.items()})
             count += 1
