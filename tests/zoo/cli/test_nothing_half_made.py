@@ -28,8 +28,8 @@ def tiny_vit(tmp_path_factory):
 
 
 class _FailingArchive:
-    """Stands in for the export archive: writing fails, as it did without
-    tensorflow-serving-api."""
+    """Stands in for the export archive: writing fails (as the warm-up records did when they
+    needed tensorflow-serving-api)."""
 
     def write_out(self, path, verbose=False):
         raise ModuleNotFoundError("No module named 'tensorflow_serving'",
@@ -38,7 +38,7 @@ class _FailingArchive:
 
 @pytest.mark.parametrize("existing", [False, True])
 def test_a_failed_export_leaves_no_folder(tiny_vit, tmp_path, monkeypatch, capsys, existing):
-    monkeypatch.setattr(export, "_archive", lambda *args: (_FailingArchive(), {}))
+    monkeypatch.setattr(export, "_archive", lambda *args: (_FailingArchive(), {}, {}))
     serving = tmp_path / "serving"
     if existing:
         serving.mkdir()

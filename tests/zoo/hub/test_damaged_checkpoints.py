@@ -242,14 +242,24 @@ DAMAGED = [
     ("bert-heads-do-not-divide", "bert", "config.json",
      rewrite_json("config.json", num_attention_heads=3),
      "num_attention_heads 3 does not divide hidden_size 16", ("load", "convert")),
-    # Absurd magnitudes: checked against the weights before anything is built (a width of
-    # 10^9 was a ResourceExhaustedError traceback; 10^6 layers built until killed).
+    # Absurd magnitudes. A ViT's config is bounded by the machine's memory before its weights
+    # are read or downloaded (10^9 wide or 10^9 layers would allocate terabytes); sizes that
+    # would fit but belong to no weights are checked against the tensors before anything is
+    # built (a width of 10^9 was a ResourceExhaustedError traceback; 10^6 layers built until
+    # killed). Each value is on one side of any machine's memory, so the message is the same
+    # everywhere.
     ("vit-width-10-to-the-9", "vit", "config.json",
      rewrite_json("config.json", intermediate_size=10 ** 9),
-     "intermediate_size 1000000000 is the size of no tensor", ("load", "convert")),
-    ("vit-10-to-the-6-layers", "vit", "config.json",
-     rewrite_json("config.json", num_hidden_layers=10 ** 6),
-     "num_hidden_layers 1000000 is more layers than", ("load", "convert")),
+     "the Vision Transformer would allocate", ("load", "convert")),
+    ("vit-10-to-the-9-layers", "vit", "config.json",
+     rewrite_json("config.json", num_hidden_layers=10 ** 9),
+     "the Vision Transformer would allocate", ("load", "convert")),
+    ("vit-width-of-no-tensor", "vit", "config.json",
+     rewrite_json("config.json", intermediate_size=97),
+     "intermediate_size 97 is the size of no tensor", ("load", "convert")),
+    ("vit-1000-layers", "vit", "config.json",
+     rewrite_json("config.json", num_hidden_layers=1000),
+     "num_hidden_layers 1000 is more layers than", ("load", "convert")),
     # An image size of 10^6 passed every type check and was a ResourceExhaustedError.
     ("vit-image-size-10-to-the-6", "vit", "config.json",
      rewrite_json("config.json", image_size=10 ** 6),
