@@ -59,6 +59,9 @@ WHERE = [("plain", _plain), ("turned into a ValueError", _turned_into_a_value_er
 @pytest.mark.parametrize("command", [w[1] for w in WHERE], ids=[w[0] for w in WHERE])
 def test_ctrl_c_is_status_130_and_one_line_wherever_it_lands(command, monkeypatch, capsys):
     monkeypatch.setattr(zoo.cli.main, "build_parser", _parser_running(command))
+    # A test run earlier in this worker may leave SIGINT ignored (as a background job has it,
+    # where `zoo` keeps it ignored); Ctrl-C at a terminal has Python's own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         status = main(["models"])
     finally:

@@ -83,7 +83,7 @@ def test_with_training_options_changes_dropout_and_precision_and_keeps_the_weigh
         assert b.dtype == "float32"
         np.testing.assert_array_equal(numpy(a), numpy(b))
     # In inference the new model computes what the old one does, to bfloat16's precision.
-    np.testing.assert_allclose(numpy(changed(x)), numpy(model(x)), atol=0.1)
+    np.testing.assert_allclose(numpy(changed(x)), numpy(model(x)), rtol=0.05, atol=0.1)
     # Dropout now acts in training (the old model, dropout 0, gives its inference output).
     np.testing.assert_array_equal(numpy(model(x, training=True)), numpy(model(x)))
     assert not np.allclose(numpy(changed(x, training=True)), numpy(changed(x)), atol=0.1)

@@ -7,11 +7,12 @@ anew for each size. Strings must be equal, and probabilities and embeddings equa
 translation scores (sums of log-probabilities, tens) to 1e-5 of their size: float32
 products blocked differently for another batch may change low bits.
 
-The translator's sentences are 100 real Multi30k sentences and the first words of some,
+The translator's sentences are 40 real Multi30k sentences and the first words of some,
 of every width the model reads: alone, each has the output budget of its own length (22 or 24
 tokens), which it keeps beside a longer neighbour, and this untrained model never ends early,
-so every translation runs to its budget. 100 sentences of the tiny test translators take
-seconds a signature; the ViT and the sentence encoder take 100 inputs each.
+so every translation runs to its budget. 40 sentences of the tiny test translators take
+seconds a signature; the ViT and the sentence encoder take 40 inputs each. (40 inputs fill
+the largest request of 32 and leave neighbours to draw; every padded width is among them.)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from zoo.serving.export import export_model
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="export runs on the TensorFlow backend")
 
-COUNT = 100
+COUNT = 40
 # Request sizes, each with the seed that draws its neighbours.
 REQUEST_SIZES = ((2, 11), (7, 12), (32, 13))
 TOLERANCE = 1e-5
@@ -140,11 +141,11 @@ def test_request_dependent_finds_a_changed_string_and_a_far_number():
 # ---------------------------------------------------------------- translators
 @pytest.fixture(scope="module")
 def sentences(shared_data, small_tokenizer) -> list[str]:
-    """100 real sentences of every padded width the translators read (8 to 32 tokens and
-    longer, which are cut to 32): the first words of 20 sentences, then 80 whole ones."""
+    """40 real sentences of every padded width the translators read (8 to 32 tokens and
+    longer, which are cut to 32): the first words of 12 sentences, then 28 whole ones."""
     lines = read_gz(shared_data / "multi30k" / "val.en.gz")
-    starts = [" ".join(line.split()[:2 + i % 3]) for i, line in enumerate(lines[:20])]
-    chosen = starts + lines[20:20 + COUNT - len(starts)]
+    starts = [" ".join(line.split()[:2 + i % 3]) for i, line in enumerate(lines[:12])]
+    chosen = starts + lines[12:12 + COUNT - len(starts)]
     widths = {-(-len(ids) // 8) * 8 for ids in small_tokenizer.encode(chosen)}
     assert {8, 16, 24, 32} <= widths
     return chosen

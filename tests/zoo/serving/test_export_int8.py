@@ -76,17 +76,25 @@ def test_int8_vit_variables_are_at_most_035_of_the_float_ones(vit_exports):
     assert ratio <= 0.35
 
 
-@pytest.mark.slow
-def test_int8_translator_export_keeps_signatures_and_answers_as_the_python_api(
-        small_tokenizer, tmp_path):
+@pytest.fixture(scope="module")
+def translator_exports(small_tokenizer, tmp_path_factory):
+    """A translator exported in float32, then quantized and exported again (beam 2):
+    `(int8 model, float version, int8 version)`."""
     keras.utils.set_random_seed(3)
     model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=64,
                                          intermediate_dim=256, num_heads=4,
                                          max_source_length=32, max_target_length=16)
     model.ensure_built()
-    float_version = export_model(model, tmp_path, name="mt-float", beam_size=2)
+    repository = tmp_path_factory.mktemp("translators")
+    float_version = export_model(model, repository, name="mt-float", beam_size=2)
     quantize_model(model)
-    version = export_model(model, tmp_path, name="mt-int8", beam_size=2)
+    return model, float_version, export_model(model, repository, name="mt-int8", beam_size=2)
+
+
+@pytest.mark.slow
+def test_int8_translator_export_keeps_signatures_and_answers_as_the_python_api(
+        translator_exports):
+    model, float_version, version = translator_exports
     assert _signatures(version) == _signatures(float_version)
     # The served search widens the int8 weights as the Python search does (one route).
     texts = ["A dog runs on the beach.", "Two men talk about a red car."]
@@ -97,20 +105,13 @@ def test_int8_translator_export_keeps_signatures_and_answers_as_the_python_api(
 
 
 @pytest.mark.slow
-def test_int8_translator_export_takes_one_route_for_every_request_size(
-        small_tokenizer, tmp_path):
+def test_int8_translator_export_takes_one_route_for_every_request_size(translator_exports):
     """A one-sentence request and a larger one both multiply floats against the widened
     weights: their scores are the Python search's, and not those of int8 products (which
     differ by the rounding of the inputs, ten times the tolerance)."""
     from zoo.layers.int8_route import int8_products
 
-    keras.utils.set_random_seed(4)
-    model = Translator.from_architecture("transformer-tiny", small_tokenizer, hidden_dim=64,
-                                         intermediate_dim=256, num_heads=4,
-                                         max_source_length=32, max_target_length=16)
-    model.ensure_built()
-    quantize_model(model)
-    version = export_model(model, tmp_path, name="mt-int8", beam_size=2)
+    model, _, version = translator_exports
     ids = model.encode_texts(["A dog runs on the beach.", "Two men talk about a red car."])
     ids = np.asarray(ids, "int32")
     budget = model.default_max_length(model.max_source_length)
