@@ -42,6 +42,7 @@ from zoo.training.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, load_preset
 from zoo.models.image_converter import ImageConverter
+from zoo.models.part_views import add_part_views
 from zoo.models.task import Task
 from zoo.models.vit.backbone import ViTBackbone, check_sizes
 from zoo.models.vit.fitting import classifier_compile_arguments
@@ -366,12 +367,5 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Ta
         return config
 
 
-def _backbone_view(name: str) -> property:
-    return property(lambda model: getattr(model.backbone, name),
-                    doc=f"The backbone's `{name}` (read-only).")
-
-
-for _old, _new in _BACKBONE_LAYERS.items():
-    setattr(VisionTransformer, _old, _backbone_view(_new))
-for _name in _BACKBONE_SETTINGS:
-    setattr(VisionTransformer, _name, _backbone_view(_name))
+add_part_views(VisionTransformer, "backbone", _BACKBONE_LAYERS)
+add_part_views(VisionTransformer, "backbone", _BACKBONE_SETTINGS)
