@@ -155,7 +155,6 @@ class CLIP(CLIPInference, Task):
         return [self.backbone.image_projection, self.backbone.text_projection]
 
 
-
 def _is_pairs(x: Any) -> bool:
     """Whether `fit`'s `x` holds raw pairs: a dict with `texts`, or a dataset of strings."""
     if isinstance(x, dict):
