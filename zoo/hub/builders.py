@@ -120,13 +120,15 @@ def _build_hf_image_classifier(folder: Path, config: Mapping[str, Any], name: st
                       *_image_normalisation(folder), name=name)
 
 
-def _image_normalisation(folder: Path) -> tuple[Any, Any, float, str]:
+def _image_normalisation(folder: Path, mean: Any = _HALF, std: Any = _HALF
+                         ) -> tuple[Any, Any, float, str]:
     """`(mean, std, rescale, where)` of the folder's image processor (Hugging Face's
-    `preprocessor_config.json`): pixels become `(x * rescale - mean) / std`."""
+    `preprocessor_config.json`): pixels become `(x * rescale - mean) / std`; `mean` and `std`
+    are the processor class's defaults, for a file that names none (ViTImageProcessor's)."""
     processor = _read_json(folder / "preprocessor_config.json")
     normalise = processor.get("do_normalize", True)
-    mean = processor.get("image_mean", _HALF) if normalise else (0.0, 0.0, 0.0)
-    std = processor.get("image_std", _HALF) if normalise else (1.0, 1.0, 1.0)
+    mean = processor.get("image_mean", mean) if normalise else (0.0, 0.0, 0.0)
+    std = processor.get("image_std", std) if normalise else (1.0, 1.0, 1.0)
     rescale = (config_float(processor, "rescale_factor", 1 / 255)
                if processor.get("do_rescale", True) else 1.0)
     return mean, std, rescale, processor.path
@@ -233,10 +235,9 @@ def build_clip(folder: Path, config: Mapping[str, Any], name: str) -> Any:
 
     context = config_value(config.get("text_config") or {}, "max_position_embeddings", 77)
     tokenizer = CLIPTokenizer.from_folder(folder, sequence_length=context)
-    processor = _read_json(folder / "preprocessor_config.json")
-    where = str(processor.path)
-    mean = _channels(processor.get("image_mean", OPENAI_MEAN), "mean", where)
-    std = _channels(processor.get("image_std", OPENAI_STD), "std", where)
+    # CLIP's preprocessor divides by 255 itself: the file's rescale is not read from here.
+    mean, std, _, where = _image_normalisation(folder, OPENAI_MEAN, OPENAI_STD)
+    mean, std = _channels(mean, "mean", where), _channels(std, "std", where)
     return clip_from_hf(checkpoint_tensors(folder), config, tokenizer=tokenizer,
                         mean=mean.tolist(), std=std.tolist(), name=name)
 

@@ -78,6 +78,45 @@ class Task(LoraAdaptation, keras.Model):
 
     backbone: Backbone
     preprocessor: Preprocessor | None = None
+    # The constructor arguments that are Keras objects (the backbone, the preprocessor), saved
+    # as nested objects of the task's config under their own names (None stays None). Empty:
+    # a task saved by its plain constructor arguments (it builds its backbone from them).
+    _serialised_parts: tuple[str, ...] = ()
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        for name in self._serialised_parts:
+            part = getattr(self, name)
+            config[name] = None if part is None else keras.saving.serialize_keras_object(part)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Task":
+        if not cls._serialised_parts:
+            return super().from_config(config)
+        config = dict(config)
+        for name in cls._serialised_parts:
+            if config.get(name) is not None:
+                config[name] = keras.saving.deserialize_keras_object(config[name])
+        return cls(**config)
+
+    def ensure_built(self) -> None:
+        """Builds the backbone's weights, before any call (conversion, generation); a task
+        with weights of its own builds them in its constructor or overrides this."""
+        if not self.backbone.built:
+            self.backbone.build()
+        self.built = True
+
+    def _lora_blank_copy(self) -> keras.Model:
+        """A model of the same config (`zoo.models.lora`); of a task saved by its parts,
+        built and with the preprocessor's tokenizer, which the config does not hold."""
+        if not self._serialised_parts:
+            return super()._lora_blank_copy()
+        model = type(self).from_config(self.get_config())
+        if self.preprocessor is not None:
+            model.preprocessor.tokenizer = self.preprocessor.tokenizer
+        model.ensure_built()
+        return model
 
     def default_compile_arguments(self) -> dict | None:
         """The `compile` arguments of a task fitted before it was compiled; None: compile

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from zoo.text.base import _as_strings
+from zoo.text.bpe_files import (check_vocabulary, merge_rules, read_bpe_files,
+                                write_bpe_files)
 from zoo.training.errors import UserError
-from zoo.training.files.json_files import read_json_file
 
-VOCABULARY_FILE, MERGES_FILE = "vocab.json", "merges.txt"
 END_OF_TEXT = "<|endoftext|>"
 
 
@@ -74,23 +74,11 @@ class BytePairTokenizer:
 
     def __init__(self, vocabulary: dict[str, int], merges: Sequence[str],
                  end_token: str = END_OF_TEXT) -> None:
-        if not isinstance(vocabulary, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                for k, v in vocabulary.items()):
-            raise UserError("vocabulary must map pieces (str) to ids (int); got "
-                            f"{type(vocabulary).__name__}")
-        ids = sorted(vocabulary.values())
-        if ids != list(range(len(ids))):
-            raise UserError(f"vocabulary ids must be 0..{len(ids) - 1}, each once")
+        check_vocabulary(vocabulary)
         if end_token not in vocabulary:
             raise UserError(f"the vocabulary has no end token {end_token!r}")
         self.vocabulary = dict(vocabulary)
-        self.merges = [m for m in (str(m).rstrip("\n") for m in merges)
-                       if m and not m.startswith("#version")]
-        for merge in self.merges:
-            parts = merge.split(" ")
-            if len(parts) != 2 or not all(p in self.vocabulary for p in parts):
-                raise UserError(f"merge rule {merge!r} is not two pieces of the vocabulary")
+        self.merges = merge_rules((str(m).rstrip("\n") for m in merges), self.vocabulary)
         self.end_token = end_token
         self._pieces = {i: piece for piece, i in self.vocabulary.items()}
         self._bytes = {c: b for b, c in byte_to_unicode().items()}
@@ -104,24 +92,11 @@ class BytePairTokenizer:
             FileNotFoundError: a file is missing (the message names it).
             UserError: a file is damaged.
         """
-        folder = Path(folder)
-        for name in (VOCABULARY_FILE, MERGES_FILE):
-            if not (folder / name).is_file():
-                raise FileNotFoundError(f"the byte-pair tokenizer needs {name}; there is "
-                                        f"none in {folder}")
-        vocabulary = read_json_file(folder / VOCABULARY_FILE, expect=dict)
-        merges = (folder / MERGES_FILE).read_text(encoding="utf-8").splitlines()
-        return cls(vocabulary, merges)
+        return cls(*read_bpe_files(Path(folder), "the byte-pair tokenizer"))
 
     def save(self, folder: str | os.PathLike) -> None:
         """Writes `vocab.json` and `merges.txt` into `folder` (what `from_folder` reads)."""
-        import json
-
-        folder = Path(folder)
-        (folder / VOCABULARY_FILE).write_text(
-            json.dumps(self.vocabulary, ensure_ascii=False), encoding="utf-8")
-        (folder / MERGES_FILE).write_text(
-            "#version: 0.2\n" + "".join(m + "\n" for m in self.merges), encoding="utf-8")
+        write_bpe_files(Path(folder), self.vocabulary, self.merges)
 
     vocabulary_size = property(lambda self: len(self.vocabulary), doc="Number of pieces.")
     end_id = property(lambda self: self.vocabulary[self.end_token],

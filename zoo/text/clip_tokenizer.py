@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from zoo.text.base import _as_strings
+from zoo.text.bpe_files import (check_vocabulary, merge_rules, read_bpe_files,
+                                write_bpe_files)
 from zoo.training.errors import UserError
 from zoo.training.files.json_files import read_json_file
 
 START_OF_TEXT, END_OF_TEXT = "<|startoftext|>", "<|endoftext|>"
-VOCABULARY_FILE, MERGES_FILE = "vocab.json", "merges.txt"
 CONTEXT_LENGTH = 77  # CLIP's text positions
 # What the reference's `\s` matches (Unicode White_Space); RE2's `\s` is ASCII only.
 _SPACE = r"\t\n\x0b\f\r\x{85}\p{Zs}\x{2028}\x{2029}"
@@ -91,13 +92,7 @@ class CLIPTokenizer:
 
     def __init__(self, vocabulary: dict[str, int], merges: Sequence[str],
                  sequence_length: int = CONTEXT_LENGTH, pad_token: str = END_OF_TEXT) -> None:
-        if not isinstance(vocabulary, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                for k, v in vocabulary.items()):
-            raise UserError("vocabulary must map pieces (str) to ids (int); got "
-                            f"{type(vocabulary).__name__}")
-        if sorted(vocabulary.values()) != list(range(len(vocabulary))):
-            raise UserError(f"vocabulary ids must be 0..{len(vocabulary) - 1}, each once")
+        check_vocabulary(vocabulary)
         for token in (START_OF_TEXT, END_OF_TEXT, pad_token):
             if token not in vocabulary:
                 raise UserError(f"the vocabulary has no special token {token!r}")
@@ -106,12 +101,7 @@ class CLIPTokenizer:
             raise UserError(f"sequence_length must be an int >= 2 (the start and end "
                             f"tokens); got {sequence_length!r}")
         self.vocabulary = dict(vocabulary)
-        self.merges = [m for m in (str(m).rstrip("\r\n") for m in merges)
-                       if m and not m.startswith("#version")]
-        for merge in self.merges:
-            parts = merge.split(" ")
-            if len(parts) != 2 or not all(p in self.vocabulary for p in parts):
-                raise UserError(f"merge rule {merge!r} is not two pieces of the vocabulary")
+        self.merges = merge_rules((str(m).rstrip("\r\n") for m in merges), self.vocabulary)
         self.sequence_length = sequence_length
         self.pad_token = pad_token
         self._pieces = {i: piece for piece, i in self.vocabulary.items()}
@@ -129,12 +119,7 @@ class CLIPTokenizer:
             UserError: a file is damaged.
         """
         folder = Path(folder)
-        for name in (VOCABULARY_FILE, MERGES_FILE):
-            if not (folder / name).is_file():
-                raise FileNotFoundError(f"CLIP's tokenizer needs {name}; there is none in "
-                                        f"{folder}")
-        vocabulary = read_json_file(folder / VOCABULARY_FILE, expect=dict)
-        merges = (folder / MERGES_FILE).read_text(encoding="utf-8").splitlines()
+        vocabulary, merges = read_bpe_files(folder, "CLIP's tokenizer")
         pad_token = END_OF_TEXT
         for name in ("special_tokens_map.json", "tokenizer_config.json"):
             if (folder / name).is_file():
@@ -149,10 +134,7 @@ class CLIPTokenizer:
         """Writes `vocab.json`, `merges.txt` and `special_tokens_map.json` (its pad token)
         into `folder`, which `from_folder` reads back."""
         folder = Path(folder)
-        (folder / VOCABULARY_FILE).write_text(
-            json.dumps(self.vocabulary, ensure_ascii=False), encoding="utf-8")
-        (folder / MERGES_FILE).write_text(
-            "#version: 0.2\n" + "".join(m + "\n" for m in self.merges), encoding="utf-8")
+        write_bpe_files(folder, self.vocabulary, self.merges)
         (folder / "special_tokens_map.json").write_text(
             json.dumps({"pad_token": self.pad_token}), encoding="utf-8")
 

@@ -44,3 +44,13 @@ def cifar_images(shared_data) -> list:
                 if len(images) == 8:
                     break
     return images
+
+
+# ---------------------------------------------------------------------- checkpoints to damage
+@pytest.fixture(scope="session")
+def good(tmp_path_factory) -> dict[str, Path]:
+    """One intact checkpoint folder per kind, for the damaged-checkpoint tests to copy and
+    damage (`_damaged_folders.write_good_folders`); built once for all their modules."""
+    from tests.zoo.hub._damaged_folders import write_good_folders
+
+    return write_good_folders(tmp_path_factory.mktemp("good"))

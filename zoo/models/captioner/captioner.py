@@ -69,6 +69,8 @@ class ImageCaptioner(CaptionerSearch, Task):
     (1, True)
     """
 
+    _serialised_parts = ("encoder", "decoder", "preprocessor")
+
     def __init__(self, encoder: ViTBackbone, decoder: GPT2Backbone,
                  preprocessor: CaptionerPreprocessor, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -146,13 +148,9 @@ class ImageCaptioner(CaptionerSearch, Task):
         return self.decoder.vocabulary_size - 1
 
     def build(self, input_shape: Any = None) -> None:
-        if not self.decoder.built:
-            self.decoder.build()
-        self.built = True
-
-    def ensure_built(self) -> None:
-        """Builds the decoder's weights (the encoder and the projection are built already)."""
-        self.build()
+        # `ensure_built` builds the decoder (the backbone); the encoder and the projection
+        # are built already.
+        self.ensure_built()
 
     def encode(self, images: Any, training: bool | None = None) -> Any:
         """`(batch, tokens, decoder width)`: the encoder's tokens of 0..255 images, projected
@@ -183,12 +181,6 @@ class ImageCaptioner(CaptionerSearch, Task):
     def _lora_prepare(self) -> None:
         self.ensure_built()
         self._search_functions = {}  # a compiled search read the kernels without factors
-
-    def _lora_blank_copy(self) -> keras.Model:
-        model = type(self).from_config(self.get_config())
-        model.preprocessor.tokenizer = self.preprocessor.tokenizer  # not in the config
-        model.ensure_built()
-        return model
 
     # ------------------------------------------------------------------ captions
     def caption_ids(self, images: Any, beam_size: int = 4,
@@ -265,17 +257,3 @@ class ImageCaptioner(CaptionerSearch, Task):
             self.compile()
         self._search_functions = {}
         return super().fit(x, y, batch_size=batch_size, **kwargs)
-
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update({name: keras.saving.serialize_keras_object(getattr(self, name))
-                       for name in ("encoder", "decoder", "preprocessor")})
-        return config
-
-    @classmethod
-    def from_config(cls, config: dict) -> "ImageCaptioner":
-        config = dict(config)
-        for name in ("encoder", "decoder", "preprocessor"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)
-

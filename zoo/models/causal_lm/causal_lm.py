@@ -33,13 +33,6 @@ class CausalLMLora(LoraAdaptation):
         self.ensure_built()
         self._generate_functions = {}  # compiled generation read the kernels without factors
 
-    def _lora_blank_copy(self) -> keras.Model:
-        model = type(self).from_config(self.get_config())
-        if self.preprocessor is not None:
-            model.preprocessor.tokenizer = self.preprocessor.tokenizer
-        model.ensure_built()
-        return model
-
 
 @keras.saving.register_keras_serializable(package="zoo")
 class CausalLM(Task, CausalLMGeneration, CausalLMLora):
@@ -66,6 +59,8 @@ class CausalLM(Task, CausalLMGeneration, CausalLMLora):
     >>> len(lm.generate_ids([[1, 2, 3]], max_new_tokens=4)[0]) <= 4
     True
     """
+
+    _serialised_parts = ("backbone", "preprocessor")
 
     def __init__(self, backbone: GPT2Backbone,
                  preprocessor: CausalLMPreprocessor | None = None, **kwargs: Any) -> None:
@@ -96,13 +91,7 @@ class CausalLM(Task, CausalLMGeneration, CausalLMLora):
         return self.backbone.vocabulary_size - 1
 
     def build(self, input_shape: Any = None) -> None:
-        if not self.backbone.built:
-            self.backbone.build()
-        self.built = True
-
-    def ensure_built(self) -> None:
-        """Builds the backbone's weights, before any call (conversion, generation)."""
-        self.build()
+        self.ensure_built()
 
     def logits(self, hidden: Any) -> Any:
         """float32 logits of `(batch, T, hidden_dim)` hidden states: the tied head."""
@@ -139,21 +128,3 @@ class CausalLM(Task, CausalLMGeneration, CausalLMLora):
             self.compile()
         self._generate_functions = {}
         return super().fit(x, y, batch_size=batch_size, **kwargs)
-
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update({
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "preprocessor": (None if self.preprocessor is None
-                             else keras.saving.serialize_keras_object(self.preprocessor)),
-        })
-        return config
-
-    @classmethod
-    def from_config(cls, config: dict) -> "CausalLM":
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        if config.get("preprocessor") is not None:
-            config["preprocessor"] = keras.saving.deserialize_keras_object(
-                config["preprocessor"])
-        return cls(**config)

@@ -61,6 +61,8 @@ class CLIP(CLIPInference, Task):
     (2, 3)
     """
 
+    _serialised_parts = ("backbone", "preprocessor")
+
     def __init__(self, backbone: CLIPBackbone, preprocessor: CLIPPreprocessor | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -151,30 +153,6 @@ class CLIP(CLIPInference, Task):
 
     def _lora_trained_layers(self) -> list[keras.layers.Layer]:
         return [self.backbone.image_projection, self.backbone.text_projection]
-
-    def _lora_blank_copy(self) -> keras.Model:
-        model = type(self).from_config(self.get_config())
-        if self.preprocessor is not None:
-            model.preprocessor.tokenizer = self.preprocessor.tokenizer
-        return model
-
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.update({
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "preprocessor": (None if self.preprocessor is None
-                             else keras.saving.serialize_keras_object(self.preprocessor)),
-        })
-        return config
-
-    @classmethod
-    def from_config(cls, config: dict) -> "CLIP":
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        if config.get("preprocessor") is not None:
-            config["preprocessor"] = keras.saving.deserialize_keras_object(
-                config["preprocessor"])
-        return cls(**config)
 
 
 def _is_pairs(x: Any) -> bool:

@@ -30,6 +30,14 @@ from zoo.models.task import Backbone
 from zoo.models.vit.surgery import check_pruned_heads
 
 
+def check_sizes(**sizes: int) -> None:
+    """Raises a ValueError naming the first of `sizes` (`ViTBackbone` arguments: patch_size,
+    hidden_dim, num_layers, num_heads, intermediate_dim, num_channels) that is not a positive
+    int; the `VisionTransformer` calls it too, before it estimates its weights' bytes."""
+    for what, value in sizes.items():
+        positive_int(value, what)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class ViTBackbone(Backbone):
     """Patches (after an optional convolutional stem), a class token, learned positions, a
@@ -117,11 +125,9 @@ class ViTBackbone(Backbone):
         height, width = image_size_pair(image_size)
         self.image_size = image_size if isinstance(image_size, int) else (height, width)
         self.image_shape = (height, width, num_channels)
-        for what, value in (("patch_size", patch_size), ("hidden_dim", hidden_dim),
-                            ("num_layers", num_layers), ("num_heads", num_heads),
-                            ("intermediate_dim", intermediate_dim),
-                            ("num_channels", num_channels)):
-            positive_int(value, what)
+        check_sizes(patch_size=patch_size, hidden_dim=hidden_dim, num_layers=num_layers,
+                    num_heads=num_heads, intermediate_dim=intermediate_dim,
+                    num_channels=num_channels)
         if distillation_token and not class_token:
             raise UserError("a distillation token needs a class token; got class_token=False")
         self.patch_size = patch_size

@@ -42,8 +42,9 @@ from zoo.training.errors import UserError
 from zoo.models.vit import architectures as _vit_architectures  # noqa: F401  (registers them)
 from zoo.models.architectures import architecture_config, load_preset
 from zoo.models.image_converter import ImageConverter
+from zoo.models.part_views import add_part_views
 from zoo.models.task import Task
-from zoo.models.vit.backbone import ViTBackbone
+from zoo.models.vit.backbone import ViTBackbone, check_sizes
 from zoo.models.vit.fitting import classifier_compile_arguments
 from zoo.models.argument_bounds import check_class_names, check_vit_size
 from zoo.models.vit.inference import VisionTransformerInference
@@ -69,18 +70,17 @@ POOLINGS = ("cls", "gap")
 
 
 def _check_arguments(pooling: str, distillation_token: bool, distillation_head: bool,
-                     class_names: Sequence[str] | None, **positive: int) -> None:
-    """Raises a UserError for `VisionTransformer` arguments out of range or at odds with each
-    other; `positive` holds those that must be positive ints (`num_classes` among them)."""
-    for what, value in positive.items():
-        positive_int(value, what)
+                     class_names: Sequence[str] | None, num_classes: int) -> None:
+    """Raises a UserError for `VisionTransformer` arguments of the head out of range or at
+    odds with each other (the backbone's sizes are `check_sizes`')."""
+    positive_int(num_classes, "num_classes")
     if pooling not in POOLINGS:
         raise UserError(f"pooling must be one of {POOLINGS}; got {pooling!r}")
     if distillation_token and pooling != "cls":
         raise UserError(f"a distillation token needs pooling='cls'; got {pooling!r}")
     if distillation_head and not distillation_token:
         raise UserError("distillation_head=True needs distillation_token=True")
-    check_class_names(class_names, positive["num_classes"])
+    check_class_names(class_names, num_classes)
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -199,11 +199,12 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Ta
         self.image_shape = (height, width, num_channels)
         if distillation_head is None:
             distillation_head = distillation_token
-        _check_arguments(
-            pooling, distillation_token, distillation_head, class_names,
-            patch_size=patch_size, num_classes=num_classes, hidden_dim=hidden_dim,
-            num_layers=num_layers, num_heads=num_heads, intermediate_dim=intermediate_dim,
-            num_channels=num_channels)
+        # The backbone's own checks, before the sizes are multiplied (`check_vit_size`).
+        check_sizes(patch_size=patch_size, hidden_dim=hidden_dim, num_layers=num_layers,
+                    num_heads=num_heads, intermediate_dim=intermediate_dim,
+                    num_channels=num_channels)
+        _check_arguments(pooling, distillation_token, distillation_head, class_names,
+                         num_classes)
         check_vit_size((height, width), patch_size, num_classes, hidden_dim, num_layers,
                        intermediate_dim, num_channels, distillation_token, representation_size)
         self.num_classes = num_classes
@@ -366,12 +367,5 @@ class VisionTransformer(VisionTransformerSurgery, VisionTransformerInference, Ta
         return config
 
 
-def _backbone_view(name: str) -> property:
-    return property(lambda model: getattr(model.backbone, name),
-                    doc=f"The backbone's `{name}` (read-only).")
-
-
-for _old, _new in _BACKBONE_LAYERS.items():
-    setattr(VisionTransformer, _old, _backbone_view(_new))
-for _name in _BACKBONE_SETTINGS:
-    setattr(VisionTransformer, _name, _backbone_view(_name))
+add_part_views(VisionTransformer, "backbone", _BACKBONE_LAYERS)
+add_part_views(VisionTransformer, "backbone", _BACKBONE_SETTINGS)
