@@ -10,21 +10,22 @@ holds the run folder and writes checkpoints, logs, `model.keras` and `metrics.js
 (`zoo.training.run`). Every process resumes from the run folder's last checkpoint, so the
 folder must be one that every host sees (a shared filesystem) when the job spans hosts.
 
-When a process of the job dies, each other one ends in one line (`ending_on_lost_peer`);
-the run folder keeps its last complete checkpoint, and the same commands started again
+When a process of the job dies, each other one ends in one line; a SIGTERM or Ctrl-C in one
+process stops every process after the same step, each in one line (`ending_with_the_job`).
+The run folder keeps its last complete checkpoint, and the same commands started again
 resume from it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from typing import Any, Callable, Iterator
 
 from zoo.training.errors import UserError
 from zoo.training.distribution import (JobSettings, check_job_settings, is_lost_peer,
                                        job_settings, join_job, process_count, process_index)
+from zoo.training.job_startup import end_job
+from zoo.training.job_stop import JobStopped
 from zoo.training.run import hold_run_folder
 
 
@@ -73,9 +74,11 @@ def published_settings(recipe: Any) -> dict:
 
 
 @contextlib.contextmanager
-def ending_on_lost_peer() -> Iterator[None]:
-    """Ends this process in one line on stderr, status 1, when another process of its job
-    is lost (`is_lost_peer`); any other error passes through.
+def ending_with_the_job() -> Iterator[None]:
+    """Ends this process in one line on stderr when its job ends under it: another process
+    of the job lost (`is_lost_peer`, status 1), or the job stopped by a SIGTERM or Ctrl-C in
+    one of its processes (`JobStopped`, status 143, or 130 where the Ctrl-C was); any other
+    error passes through.
 
     The exit skips Python's clean-up on purpose: JAX's own shutdown waits at a barrier for
     every process of the job, the lost one included, and then aborts with a page of
@@ -83,16 +86,15 @@ def ending_on_lost_peer() -> Iterator[None]:
     """
     try:
         yield
+    except JobStopped as stopped:
+        end_job(str(stopped), status=stopped.status)
     except Exception as error:
         if not is_lost_peer(error):
             raise
         cause = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-        print(f"zoo: error: process {process_index()} of {process_count()} lost another "
-              f"process of the job ({cause}); the run folder keeps its last checkpoint: "
-              "start every process again to resume", file=sys.stderr, flush=True)
-        os._exit(1)
+        end_job(f"process {process_index()} of {process_count()} lost another process of "
+                f"the job ({cause}); the run folder keeps its last checkpoint: start every "
+                "process again to resume")
 
 
 def run_recipe(recipe: Any, check: Callable[[Any], None], run_files: tuple[str, ...],
@@ -104,5 +106,5 @@ def run_recipe(recipe: Any, check: Callable[[Any], None], run_files: tuple[str, 
     returns, the metrics written to metrics.json."""
     check(recipe)
     join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
-    with ending_on_lost_peer(), hold_run_folder(recipe.output, run_files, recipe.force):
+    with ending_with_the_job(), hold_run_folder(recipe.output, run_files, recipe.force):
         return train(recipe)
