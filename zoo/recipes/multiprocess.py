@@ -60,17 +60,23 @@ def join_recipe_job(recipe: Any) -> bool:
     return job.is_multi_process
 
 
-# Settings each process has its own of: the rest must be the same in every process.
-PER_PROCESS = ("process_id", "force", "data", "output")
+# Settings each process has its own of: the rest must be the same in every process. The
+# coordinator's address too: a host may reach process 0 by another name (its own host name,
+# localhost on process 0's), and a wrong one never joins (`--startup-timeout`).
+PER_PROCESS = ("process_id", "force", "data", "output", "coordinator_address")
 
 
 def published_settings(recipe: Any) -> dict:
     """The recipe's settings that every process of a job must share (`PER_PROCESS` left
-    out: paths may differ between hosts), which process 0 publishes and the others check."""
+    out: paths may differ between hosts), which process 0 publishes and the others check
+    (`zoo.training.job_startup.agree_on_settings`); the number of processes as the job has
+    it, from the flag or else the environment (`recipe_job`)."""
     import dataclasses
 
-    return {key: value for key, value in dataclasses.asdict(recipe).items()
-            if key not in PER_PROCESS}
+    settings = {key: value for key, value in dataclasses.asdict(recipe).items()
+                if key not in PER_PROCESS}
+    settings["num_processes"] = recipe_job(recipe).num_processes
+    return settings
 
 
 @contextlib.contextmanager
