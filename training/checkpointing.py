@@ -53,6 +53,7 @@ import numpy as np
 from zoo.training.errors import UserError
 from zoo.training.files.disk_faults import naming
 from zoo.training.files.file_store import fsync, refuse_link
+from zoo.training.files.output_file import check_output_folder
 
 WEIGHTS_FILE = "model.weights.h5"
 OPTIMIZER_FILE = "optimizer.npz"
@@ -138,14 +139,14 @@ def prepare_run_folder(folder: str | os.PathLike, written: Iterable[str],
         force: write into the folder anyway (the `--force` flag of `zoo train`).
 
     Raises:
-        FileExistsError: a finished run or foreign files without `force`, or `folder` is a
-            file; one line that names the folder and the files.
-        UserError: a file or folder the run writes is a symbolic link (even with `force`).
+        FileExistsError: a finished run or foreign files without `force`; one line that
+            names the folder and the files.
+        UserError: `folder` is a file or a symbolic link, or a file or folder the run writes
+            is a symbolic link (even with `force`): `check_output_folder`, the rule every
+            output folder of the zoo follows.
     """
-    folder = Path(folder)
+    folder = check_output_folder(folder)
     if not folder.is_dir():
-        if folder.exists():
-            raise FileExistsError(f"the output {folder} is a file, not a folder")
         return
     written = set(written) | set(FINAL_FILES)
     for name in sorted(written):  # with --force too: a link would send a write elsewhere

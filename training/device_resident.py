@@ -37,6 +37,7 @@ import numpy as np
 from keras import ops
 
 from zoo.training.errors import UserError
+from zoo.training.memory_bounds import check_allocation
 
 
 class DeviceResidentTraining(keras.Model):
@@ -95,6 +96,7 @@ class DeviceResidentTraining(keras.Model):
         if not 1 <= batch_size <= len(images):
             raise UserError(f"batch_size must be between 1 and the {len(images)} training "
                             f"images; got {batch_size}")
+        _check_device_memory(images, int(batch_size))
         self.classifier = classifier
         self.augment, self.mix = augment, mix
         self.num_classes, self.batch_size, self.seed = int(num_classes), int(batch_size), seed
@@ -172,3 +174,18 @@ class _NewOrder(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self.trainer.order_variable.assign(self.trainer.order(epoch))
+
+
+def _check_device_memory(images: np.ndarray, batch_size: int) -> None:
+    """Refuses, in one line, a training set whose copy on the device (beside the host's)
+    and one float32 batch of it would not fit in this machine's memory, before any of it
+    is copied: at 1024 pixels a side an image is 3 MB, and the backend's own error is a
+    `ResourceExhaustedError` traceback after the copy started."""
+    count, height, width, channels = images.shape
+    check_allocation({
+        f"the {count} training images of {height} x {width} x {channels} bytes on the device "
+        f"(--image-size {height})": images.nbytes,
+        "the same images on the host": images.nbytes,
+        f"a float32 batch of {batch_size} of them (--batch-size)":
+            4 * batch_size * height * width * channels,
+    }, "--data-placement device")

@@ -45,6 +45,7 @@ import numpy as np
 
 from zoo.training.errors import UserError
 from zoo.training.job_startup import agree_on_settings, check_address, within
+from zoo.training.job_stop import hand_ctrl_c_to_the_job
 
 
 def _tf_devices() -> list[str]:
@@ -258,7 +259,9 @@ def join_job(settings: JobSettings, heartbeat_timeout_seconds: int = 100,
     list as Keras' distribution. Each process then feeds its own rows of every global batch
     (`ProcessShard`); Keras assembles them into the global batch (its JAX trainer calls
     `jax.make_array_from_process_local_data`), so N steps give the weights of one process
-    trained on the same global batches. Call it before any model or JAX array is made.
+    trained on the same global batches. SIGTERM or Ctrl-C in any process then stops every
+    process at one step of `fit_resumably` (`zoo.training.job_stop`). Call it before any
+    model or JAX array is made.
 
     Args:
         settings: from `job_settings`; a single-process one does nothing.
@@ -289,6 +292,7 @@ def join_job(settings: JobSettings, heartbeat_timeout_seconds: int = 100,
             heartbeat_timeout_seconds=heartbeat_timeout_seconds)
         if published is not None and index is not None and count:
             agree_on_settings(published, index, count, initialization_timeout_seconds)
+    hand_ctrl_c_to_the_job()  # one process's Ctrl-C stops the job (zoo.training.job_stop)
     # Batches arrive already split by process (ProcessShard): Keras must not shard again.
     distribution = keras.distribution.DataParallel(
         devices=keras.distribution.list_devices(), auto_shard_dataset=False)

@@ -92,13 +92,21 @@ def _client() -> Any:
 
 def first_difference(ours: Mapping[str, Any], theirs: Mapping[str, Any],
                      process_id: int) -> str | None:
-    """The first setting that differs, as `--name differs ...: process 0 has A, process N
-    has B`."""
-    for key in sorted(set(ours) | set(theirs)):
-        if ours.get(key) != theirs.get(key):
+    """The first way process `process_id`'s settings (`ours`) differ from process 0's
+    (`theirs`): a setting only one of them has (another command: `zoo train vit` beside
+    `zoo train translator`), else the first value that differs, as `--name differs ...:
+    process 0 has A, process N has B`; None when they agree."""
+    alone = sorted(set(ours) ^ set(theirs))
+    if alone:
+        holder = process_id if alone[0] in ours else 0
+        return (f"the processes of the job run different commands: only process {holder} "
+                f"has --{alone[0].replace('_', '-')}; start every process with the same "
+                "command and settings")
+    for key in sorted(ours):
+        if ours[key] != theirs[key]:
             return (f"--{key.replace('_', '-')} differs between the processes of the job: "
-                    f"process 0 has {theirs.get(key)!r}, process {process_id} has "
-                    f"{ours.get(key)!r}; start every process with the same settings")
+                    f"process 0 has {theirs[key]!r}, process {process_id} has "
+                    f"{ours[key]!r}; start every process with the same settings")
     return None
 
 

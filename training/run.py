@@ -40,8 +40,9 @@ from zoo.training.checkpointing import (
     prepare_run_folder,
     restore_latest,
 )
-from zoo.training.distribution import barrier, is_chief
+from zoo.training.distribution import barrier, is_chief, process_count, process_index
 from zoo.training.interrupts import interrupted
+from zoo.training.job_stop import StopWithTheJob
 from zoo.training.precision import bfloat16_warning, set_precision
 from zoo.training.progress import fit_verbosity
 
@@ -116,10 +117,13 @@ def fit_resumably(model: keras.Model, data: Any, out: Path, epochs: int, initial
     need TensorFlow's summary writer: on a machine without TensorFlow (a JAX-only GPU
     machine) the run trains without them. `facts` go into every checkpoint (see
     `ResumableCheckpoint`). In a multi-process job only process 0 writes into `out`
-    (`written_folder`)."""
+    (`written_folder`), and a SIGTERM or Ctrl-C in any process stops every process after
+    the same step (`zoo.training.job_stop.JobStopped`)."""
+    count = process_count()
+    stop = StopOnInterrupt() if count == 1 else StopWithTheJob(process_index(), count)
     with written_folder(out) as folder:
         # The loss check comes first: an epoch whose loss is not finite is never checkpointed.
-        callbacks = [StopOnInterrupt(), StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
+        callbacks = [stop, StopOnNonFiniteLoss(out)] + list(callbacks or []) + [
             ResumableCheckpoint(folder / "checkpoints", keep=keep, every=checkpoint_every,
                                 facts=facts)]
         if tensorflow_installed():

@@ -126,9 +126,12 @@ def require_data(builder: Any, spec: TfdsSpec, probe: tuple[str, int] = _PROBE,
     splits) and that the data is in TFDS's data folder or can be downloaded.
 
     Raises:
-        UserError: an unknown split; or the dataset is not prepared and offline mode is on,
-            or the network does not answer within `seconds`; one line naming the spec.
+        UserError: a split TFDS cannot parse (`train[:200%]`), said as such even where the
+            data is not there; an unknown split; or the dataset is not prepared and offline
+            mode is on, or the network does not answer within `seconds`; one line naming
+            the spec.
     """
+    check_split_format(spec)
     known = dict(getattr(builder.info, "splits", {}) or {})
     base_splits = {part.split("[")[0].strip() for part in spec.split.split("+")}
     unknown = sorted(base_splits - set(known)) if known else []
@@ -147,6 +150,23 @@ def require_data(builder: Any, spec: TfdsSpec, probe: tuple[str, int] = _PROBE,
         raise UserError(f"{where}, and it cannot be downloaded: the network does not answer "
                         f"({error.strerror or error}); prepare it where there is one, or set "
                         "TFDS_DATA_DIR to a copy") from None
+
+
+def check_split_format(spec: TfdsSpec) -> None:
+    """Refuses a split that TFDS's own parser refuses (`ReadInstruction.from_spec`): checked
+    first, because a dataset that is not prepared has no split names to check yet.
+
+    Raises:
+        UserError: one line naming the split and TFDS's reason.
+    """
+    try:
+        _tfds().core.ReadInstruction.from_spec(spec.split)
+    except ValueError as error:
+        reason = (str(error).strip().splitlines() or ["unrecognized"])[-1]
+        reason = reason.split(". See format at")[0].rstrip(".")
+        raise UserError(f"{spec}: invalid split {spec.split!r} ({reason}); a split is NAME or "
+                        "NAME[FROM:TO] (counts, or percentages with %), several joined by "
+                        "+") from None
 
 
 def _load(spec: TfdsSpec, **kwargs: Any) -> Any:

@@ -16,6 +16,8 @@ import keras
 import numpy as np
 import pytest
 
+from zoo.training.errors import UserError
+
 from zoo.training.checkpointing import ResumableCheckpoint, latest_checkpoint, restore_latest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -304,7 +306,7 @@ def test_prepare_run_folder_lets_new_and_unfinished_runs_through(tmp_path):
     (tmp_path / ".model.tmp-123.keras").write_text("left by a killed final save")
     prepare_run_folder(tmp_path, RUN)  # an interrupted run resumes without force
     (tmp_path / "file").write_text("x")
-    with pytest.raises(FileExistsError, match="is a file"):
+    with pytest.raises(UserError, match="^--output .*file is a file, not a folder$"):
         prepare_run_folder(tmp_path / "file", RUN, force=True)
 
 

@@ -147,3 +147,25 @@ def test_bad_arguments_are_one_line_naming_the_value(change, named):
     with pytest.raises(UserError) as raised:
         DeviceResidentTraining(flattening_classifier(), num_classes=CLASSES, **arguments)
     assert named in str(raised.value) and "\n" not in str(raised.value)
+
+
+# (case, images, size, batch size, refused)
+SIZES = [("ten million images at 1024 pixels", 10**7, 1024, 128, True),
+         ("a small set", 64, SIDE, 8, False)]
+
+
+@pytest.mark.parametrize("count, size, batch, refused", [s[1:] for s in SIZES],
+                         ids=[s[0] for s in SIZES])
+def test_a_training_set_the_memory_cannot_hold_is_refused_before_it_is_copied(count, size,
+                                                                              batch, refused):
+    # A view of one pixel: the sizes of a huge set, without its bytes.
+    images = np.broadcast_to(np.zeros((1, 1, 1, 3), "uint8"), (count, size, size, 3))
+    labels = np.arange(count) % 2
+    if not refused:
+        trainer = DeviceResidentTraining(dense_classifier(), np.ascontiguousarray(images),
+                                         labels, 2, batch)
+        assert trainer.steps_per_epoch == count // batch
+        return
+    with pytest.raises(UserError, match="^--data-placement device would allocate ") as caught:
+        DeviceResidentTraining(dense_classifier(), images, labels, 2, batch)
+    assert "\n" not in str(caught.value)

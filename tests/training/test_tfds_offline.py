@@ -45,6 +45,11 @@ CASES = [
     (_Builder(), "train", {"ZOO_OFFLINE": "1"}, "ZOO_OFFLINE forbids downloading it"),
     (_Builder(), "train", {"HF_DATASETS_OFFLINE": "true"}, "HF_DATASETS_OFFLINE forbids"),
     (_Builder(), "train", {}, "cannot be downloaded: the network does not answer"),
+    # A split TFDS cannot parse is said as such, prepared or not, offline or not.
+    (_Builder(), "train[", {"ZOO_OFFLINE": "1"}, r"invalid split 'train\[' \(Unrecognized"),
+    (_Builder(), "train[:200%]", {}, r"invalid split 'train\[:200%\]' \(When unit=%"),
+    (_Builder({"train": 1}, prepared=True), "train[1.5:]", {}, "invalid split 'train"),
+    (_Builder(), "train+", {"TFDS_OFFLINE": "1"}, "invalid split 'train\\+'"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Where the zoo may write a file a user named: checked before any work, in one line.
+"""Where the zoo may write a file or folder a user named: checked before any work, in one line.
 
 A command that writes a file the user names (`zoo translate --pipeline ... --output FILE`,
 `zoo quantize ... --output FILE.keras`) calls `check_output_file` before it loads a model or
@@ -11,6 +11,11 @@ reads its input, so that a refusal costs nothing and no half-run leaves files be
 - a folder that cannot be written (read-only, another user's, a full disk's that has no room
   for one more file) is refused before the run, not after it: a file is made there and
   removed.
+
+A folder the user names for the zoo to fill (`zoo train --output`, `zoo export --output`,
+`zoo quantize --output DIR`) follows one rule, `check_output_folder`: a symbolic link is
+refused, even one to a folder (where the files land would be decided by the link, which
+someone else may have planted or may move), and so is a file.
 
 The write itself then goes through `write_atomically`, which replaces the file by renaming a
 complete new one onto it: an existing file that has other hard links keeps its content under
@@ -74,7 +79,7 @@ def _writable_folder(path: Path, flag: str) -> None:
 
 
 def check_output_file(path: str | os.PathLike, flag: str = "--output", *, force: bool = False,
-                      inputs: Iterable[str | os.PathLike] = ()) -> Path:
+                      inputs: Iterable[str | os.PathLike] = (), in_place: bool = True) -> Path:
     """Refuses, in one line naming `flag`, a file path the zoo must not write at.
 
     Args:
@@ -83,13 +88,17 @@ def check_output_file(path: str | os.PathLike, flag: str = "--output", *, force:
         force: whether an existing file may be replaced (`--force`).
         inputs: the command's inputs (files, folders or glob patterns): the output may be
             none of them, `force` or not.
+        in_place: whether a pipe or device (`/dev/null`) may take the output, written in
+            place; False for a file that must be a file (a picture, which is written
+            whole and renamed).
 
     Returns:
         `path` as a `Path`.
 
     Raises:
         zoo.UserError: `path` is a symbolic link, a folder, one of `inputs`, an existing file
-            without `force`, or in a folder that cannot be written.
+            without `force`, a pipe or device where not `in_place`, or in a folder that
+            cannot be written.
 
     Example:
         >>> check_output_file("/no/such/folder/out.txt").name
@@ -107,10 +116,36 @@ def check_output_file(path: str | os.PathLike, flag: str = "--output", *, force:
         if source.is_dir() and path.resolve() == source.resolve():
             raise UserError(f"{flag} {path} is the command's own input; choose another path")
     if _special(path):  # /dev/null, a pipe: written in place, nothing is replaced
+        if not in_place:
+            raise UserError(f"{flag} {path} is a pipe or device, not a file; give a file name")
         return path
     if path.exists() and not force:
         raise UserError(f"{flag} {path} exists; --force replaces it")
     if path.exists() and not path.is_file():
         raise UserError(f"{flag} {path} exists and is not a regular file")
     _writable_folder(path, flag)
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, flag: str = "--output") -> Path:
+    """Refuses, in one line naming `flag`, a folder path the zoo must not fill: a symbolic
+    link (to a folder too: give the folder itself) or a file. A folder that does not exist
+    yet is fine (the work makes it); so is a link further up the path, which the user chose.
+
+    Returns:
+        `path` as a `Path`.
+
+    Raises:
+        zoo.UserError: `path` is a symbolic link or a file.
+
+    Example:
+        >>> check_output_folder("/no/such/folder").name
+        'folder'
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise UserError(f"{flag} {path} is a symbolic link; the zoo does not write through "
+                        "links (give the folder it points to, or another path)")
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path} is a file, not a folder")
     return path

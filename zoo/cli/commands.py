@@ -346,11 +346,14 @@ def cmd_quantize(args: argparse.Namespace) -> None:
     from zoo.models.quantization import int8_speed_note, quantize_model
     from zoo.training.files.file_store import write_atomically
     from zoo.training.files.new_folders import folder_for
+    from zoo.training.files.output_file import check_output_file, check_output_folder
 
+    # Checked before the model loads: FILE.keras as every output file, DIR as every folder.
     folder = None if args.output.endswith(".keras") else os.path.abspath(args.output)
+    if folder:
+        check_output_folder(args.output)
     out = os.path.join(folder, MODEL_FILE) if folder else os.path.abspath(args.output)
-    if os.path.exists(out) and not args.force:
-        raise FileExistsError(f"{out} exists; --force replaces it")
+    check_output_file(out, force=args.force, inputs=[args.model])
     # Said first: loading, rewriting every kernel and saving take a while.
     print(f"zoo: quantizing {args.model}: loading it, storing its Dense, EinsumDense and "
           f"embedding weights as {args.mode} with a float scale per channel, and writing {out}",
@@ -375,11 +378,12 @@ def cmd_convert(args: argparse.Namespace) -> None:
     from zoo.hub.loader import MODEL_FILE, write_manifest
     from zoo.training.files.file_store import write_atomically
     from zoo.training.files.new_folders import folder_for
+    from zoo.training.files.output_file import check_output_folder
 
     if args.format != "minilm" and not args.source:
         raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
                          ".safetensors file)")
-    out = os.path.abspath(args.output)
+    out = os.path.abspath(check_output_folder(args.output))
     if os.path.exists(os.path.join(out, MODEL_FILE)) and not args.force:
         raise FileExistsError(f"{os.path.join(out, MODEL_FILE)} exists; --force replaces it")
     if args.format == "hf-vit":

@@ -259,7 +259,7 @@ def _argument_names(parser: argparse.ArgumentParser, args: argparse.Namespace
 def _check_inputs(args: argparse.Namespace) -> str | None:
     """The first mistake in the files and model names a command was given, found without
     loading anything: an unknown model name, a missing model path, image, data file or
-    checkpoint."""
+    checkpoint, an `--attention` picture that cannot be written where it is asked."""
     import zoo.hub.loader as registry
     from zoo.hub.handles import is_handle  # a hub-layout folder converts when loaded, not here
 
@@ -281,6 +281,15 @@ def _check_inputs(args: argparse.Namespace) -> str | None:
                 return f"image file {path} does not exist"
             if not os.path.isfile(path):
                 return f"image {path} is not a regular file"
+    attention = getattr(args, "attention", None)
+    if attention:  # a picture drawn after the work: its path checked before it
+        from zoo.training.files.output_file import check_output_file
+
+        try:
+            check_output_file(attention, "--attention", force=True, in_place=False,
+                              inputs=getattr(args, "images", None) or ())
+        except UserError as error:
+            return str(error)
     if args.command == "convert" and args.source and not os.path.exists(args.source):
         return f"convert {args.format}: SOURCE {args.source} does not exist"
     if args.command == "evaluate" and args.task == "translator" and not (

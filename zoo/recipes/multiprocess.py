@@ -10,21 +10,22 @@ holds the run folder and writes checkpoints, logs, `model.keras` and `metrics.js
 (`zoo.training.run`). Every process resumes from the run folder's last checkpoint, so the
 folder must be one that every host sees (a shared filesystem) when the job spans hosts.
 
-When a process of the job dies, each other one ends in one line (`ending_on_lost_peer`);
-the run folder keeps its last complete checkpoint, and the same commands started again
+When a process of the job dies, each other one ends in one line; a SIGTERM or Ctrl-C in one
+process stops every process after the same step, each in one line (`ending_with_the_job`).
+The run folder keeps its last complete checkpoint, and the same commands started again
 resume from it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from typing import Any, Callable, Iterator
 
 from zoo.training.errors import UserError
 from zoo.training.distribution import (JobSettings, check_job_settings, is_lost_peer,
                                        job_settings, join_job, process_count, process_index)
+from zoo.training.job_startup import end_job
+from zoo.training.job_stop import JobStopped
 from zoo.training.run import hold_run_folder
 
 
@@ -59,23 +60,31 @@ def join_recipe_job(recipe: Any) -> bool:
     return job.is_multi_process
 
 
-# Settings each process has its own of: the rest must be the same in every process.
-PER_PROCESS = ("process_id", "force", "data", "output")
+# Settings each process has its own of: the rest must be the same in every process. The
+# coordinator's address too: a host may reach process 0 by another name (its own host name,
+# localhost on process 0's), and a wrong one never joins (`--startup-timeout`).
+PER_PROCESS = ("process_id", "force", "data", "output", "coordinator_address")
 
 
 def published_settings(recipe: Any) -> dict:
     """The recipe's settings that every process of a job must share (`PER_PROCESS` left
-    out: paths may differ between hosts), which process 0 publishes and the others check."""
+    out: paths may differ between hosts), which process 0 publishes and the others check
+    (`zoo.training.job_startup.agree_on_settings`); the number of processes as the job has
+    it, from the flag or else the environment (`recipe_job`)."""
     import dataclasses
 
-    return {key: value for key, value in dataclasses.asdict(recipe).items()
-            if key not in PER_PROCESS}
+    settings = {key: value for key, value in dataclasses.asdict(recipe).items()
+                if key not in PER_PROCESS}
+    settings["num_processes"] = recipe_job(recipe).num_processes
+    return settings
 
 
 @contextlib.contextmanager
-def ending_on_lost_peer() -> Iterator[None]:
-    """Ends this process in one line on stderr, status 1, when another process of its job
-    is lost (`is_lost_peer`); any other error passes through.
+def ending_with_the_job() -> Iterator[None]:
+    """Ends this process in one line on stderr when its job ends under it: another process
+    of the job lost (`is_lost_peer`, status 1), or the job stopped by a SIGTERM or Ctrl-C in
+    one of its processes (`JobStopped`, status 143, or 130 where the Ctrl-C was); any other
+    error passes through.
 
     The exit skips Python's clean-up on purpose: JAX's own shutdown waits at a barrier for
     every process of the job, the lost one included, and then aborts with a page of
@@ -83,16 +92,15 @@ def ending_on_lost_peer() -> Iterator[None]:
     """
     try:
         yield
+    except JobStopped as stopped:
+        end_job(str(stopped), status=stopped.status)
     except Exception as error:
         if not is_lost_peer(error):
             raise
         cause = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-        print(f"zoo: error: process {process_index()} of {process_count()} lost another "
-              f"process of the job ({cause}); the run folder keeps its last checkpoint: "
-              "start every process again to resume", file=sys.stderr, flush=True)
-        os._exit(1)
+        end_job(f"process {process_index()} of {process_count()} lost another process of "
+                f"the job ({cause}); the run folder keeps its last checkpoint: start every "
+                "process again to resume")
 
 
 def run_recipe(recipe: Any, check: Callable[[Any], None], run_files: tuple[str, ...],
@@ -104,5 +112,5 @@ def run_recipe(recipe: Any, check: Callable[[Any], None], run_files: tuple[str, 
     returns, the metrics written to metrics.json."""
     check(recipe)
     join_recipe_job(recipe)  # before the folder is held: process 0 alone holds it
-    with ending_on_lost_peer(), hold_run_folder(recipe.output, run_files, recipe.force):
+    with ending_with_the_job(), hold_run_folder(recipe.output, run_files, recipe.force):
         return train(recipe)

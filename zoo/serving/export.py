@@ -63,6 +63,7 @@ from zoo.training.errors import UserError
 from zoo.layers.validation import positive_int
 from zoo.training.files.disk_faults import naming
 from zoo.training.files.file_store import refuse_link
+from zoo.training.files.output_file import check_output_folder
 from zoo.training.files.new_folders import folder_for
 from zoo.training.progress import Step
 from zoo.version import zoo_version
@@ -75,8 +76,8 @@ from zoo.models.sentence_encoder.model import SentenceEncoder
 from zoo.models.translator.model import Translator
 from zoo.models.vit.model import VisionTransformer
 from zoo.hub.loader import load, source_name
-from zoo.serving.model_server import (write_batching_parameters, write_models_config,
-                                      xla_only_op_types)
+from zoo.serving.model_server import (check_server_files, write_batching_parameters,
+                                      write_models_config, xla_only_op_types)
 from zoo.serving.server_messages import message_class
 from zoo.serving.clip_endpoints import clip_endpoints
 from zoo.serving.version_folder import put_in_place as _put_in_place
@@ -229,9 +230,10 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
         name = source_name(str(model))
     if not name or name.startswith(".") or "/" in name or os.sep in name:
         raise UserError(f"the served model's name must be a plain folder name; got {name!r}")
-    target = Path(output) / name / str(int(version))
-    for path in (Path(output), target.parent, target):
+    target = check_output_folder(output) / name / str(int(version))  # train's rule too
+    for path in (target.parent, target):
         refuse_link(path)  # the export would land, or replace a folder, outside DIR
+    check_server_files(output)  # written last: refused before the work, not after
     if target.exists() and not force:
         raise FileExistsError(f"{target} exists; pass --force to replace it")
     source = model

@@ -2,7 +2,7 @@
 folder: a graph without XLA-only ops (the server runs with XLA off: `xla_only_op_types`),
 the repository's `models.config` for `--model_config_file`, and `batching_parameters.txt`
 for `--batching_parameters_file`. `zoo.serving.export.export_model` checks the one and writes
-the others.
+the others, after `check_server_files` has made sure, before any tracing, that it can.
 """
 
 from __future__ import annotations
@@ -10,11 +10,34 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from zoo.training.errors import UserError
 from zoo.training.files.file_store import write_atomically
 from zoo.serving.chunks import CHUNK_ROWS
 from zoo.serving.image_endpoints import MAX_IMAGES
 from zoo.serving.server_messages import message_class
 from zoo.serving.text_endpoints import MAX_SENTENCES, MAX_TRANSLATOR_SENTENCES
+
+
+MODELS_CONFIG = "models.config"
+BATCHING_FILE = "batching_parameters.txt"
+
+
+def check_server_files(repository: str | os.PathLike) -> None:
+    """Refuses, in one line, a repository whose `models.config` or `batching_parameters.txt`
+    the export could not replace with its own: a symbolic link, a folder, a pipe or device.
+    Called before the export traces anything (they are written after the version).
+
+    Raises:
+        zoo.UserError: naming the file, what it is, and `--output`.
+    """
+    for name in (MODELS_CONFIG, BATCHING_FILE):
+        path = Path(repository) / name
+        kind = ("a symbolic link" if path.is_symlink() else "a folder" if path.is_dir()
+                else "a pipe or device" if path.exists() and not path.is_file() else None)
+        if kind:
+            raise UserError(f"--output {repository}: {path} is {kind}, where the export "
+                            f"writes the model server's {name}; remove it, or choose "
+                            "another --output")
 
 
 def xla_only_op_types(export_dir: str | os.PathLike) -> set[str]:
@@ -48,7 +71,7 @@ def write_models_config(repository: str | os.PathLike) -> Path:
             entry.name = folder.name
             entry.base_path = f"/models/{folder.name}"
             entry.model_platform = "tensorflow"
-    path = repository / "models.config"
+    path = repository / MODELS_CONFIG
     # TF Serving re-reads the file: never a half-written one.
     return write_atomically(
         path, lambda temporary: temporary.write_text(text_format.MessageToString(config)))
@@ -96,5 +119,5 @@ def write_batching_parameters(repository: str | os.PathLike) -> Path:
         "max_batch_size": MAX_REQUEST_ROWS, "max_execution_batch_size": MAX_EXECUTION_BATCH,
         "max_enqueued_batches": 2 * MAX_REQUEST_ROWS // MAX_EXECUTION_BATCH,
         "num_batch_threads": max(1, os.cpu_count() or 1)}
-    return write_atomically(Path(repository) / "batching_parameters.txt",
+    return write_atomically(Path(repository) / BATCHING_FILE,
                             lambda temporary: temporary.write_text(text))

@@ -5,6 +5,7 @@ A TensorFlow run does not load JAX (TF Lite would import it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,7 +18,8 @@ import pytest
 import zoo.cli.main
 from zoo.cli.main import main
 from zoo.training.errors import UserError
-from zoo.training.interrupts import interrupted
+from zoo.training import interrupts
+from zoo.training.interrupts import interrupted, pass_interrupts_on
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -122,6 +124,41 @@ def test_teardown_notices_after_ctrl_c_stay_filtered_to_the_exit(swallowed, tmp_
                           env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 130, done.stderr[-2000:]
     assert done.stderr == "zoo: interrupted\n"
+
+
+# (case, Ctrl-Cs pressed, the signals this process then receives, its exit status or None)
+PASSED_ON = [("first Ctrl-C", 1, [signal.SIGUSR1], None),
+             ("second Ctrl-C", 2, [signal.SIGUSR1], 130)]
+
+
+@pytest.mark.parametrize("presses, received, status", [p[1:] for p in PASSED_ON],
+                         ids=[p[0] for p in PASSED_ON])
+def test_in_a_job_ctrl_c_is_passed_on_and_a_second_one_ends_the_process(presses, received,
+                                                                       status, monkeypatch,
+                                                                       capsys):
+    """A job's Ctrl-C becomes the notice that stops every process (zoo.training.job_stop;
+    SIGUSR1 stands in for its SIGTERM here) instead of a KeyboardInterrupt in one."""
+    got, exits = [], []
+
+    def exit_now(status):
+        exits.append(status)
+        raise SystemExit(status)
+
+    monkeypatch.setattr(interrupts.os, "_exit", exit_now)
+    previous = signal.signal(signal.SIGUSR1, lambda number, frame: got.append(number))
+    try:
+        interrupts.note_interrupts()
+        pass_interrupts_on(signal.SIGUSR1)
+        for _ in range(presses):
+            with contextlib.suppress(SystemExit):
+                _ctrl_c()  # no KeyboardInterrupt
+            time.sleep(0.01)  # the signal sent on is handled
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGUSR1, previous)
+    assert got == received and interrupted()
+    assert exits == ([] if status is None else [status])
+    assert capsys.readouterr().err == ("" if status is None else "zoo: interrupted\n")
 
 
 def test_a_command_without_ctrl_c_is_not_taken_for_interrupted(capsys):

@@ -15,8 +15,11 @@ import time
 import pytest
 
 from tests.zoo.recipes.test_multiprocess_training import WORKER, _free_port
+from zoo.recipes.multiprocess import published_settings
+from zoo.recipes.settings import TranslatorRecipe, ViTRecipe
 from zoo.training.distribution import JobSettings, check_job_settings
 from zoo.training.errors import UserError
+from zoo.training.job_startup import first_difference
 
 # (case, settings, the one line's words)
 REFUSED = [
@@ -45,6 +48,50 @@ def test_process_0_refuses_a_port_in_use_before_jax_runs():
         with pytest.raises(UserError, match=f"127.0.0.1:{port}: process 0 cannot listen"):
             check_job_settings(JobSettings(f"127.0.0.1:{port}", 2, 0), backend="jax")
         check_job_settings(JobSettings(f"127.0.0.1:{port}", 2, 1), backend="jax")  # a peer
+
+
+_SAID = "differs between the processes of the job: process 0 has "
+# (case, process 0's flags and environment, process 1's, the line process 1 ends with or None)
+NUM = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+COMPARED = [
+    ("batch size", {"batch_size": 4}, {}, {"batch_size": 2}, {}, f"--batch-size {_SAID}4, "
+     "process 1 has 2"),
+    ("epochs", {"epochs": 3}, {}, {"epochs": 30}, {}, f"--epochs {_SAID}3, process 1 has 30"),
+    ("architecture", {"architecture": "vit-tiny"}, {}, {"architecture": "vit-small"}, {},
+     f"--architecture {_SAID}'vit-tiny', process 1 has 'vit-small'"),
+    ("number of processes", {"num_processes": 2}, {}, {"num_processes": 3}, {},
+     f"--num-processes {_SAID}2, process 1 has 3"),
+    ("number of processes from the environment", {}, {NUM: "2"}, {}, {NUM: "3"},
+     f"--num-processes {_SAID}2, process 1 has 3"),
+    ("flag and environment alike", {"num_processes": 2}, {}, {}, {NUM: "2"}, None),
+    ("each process's own", {"data": "/a", "output": "/a/run", "force": True,
+                            "coordinator_address": "localhost:5000"}, {},
+     {"data": "/b", "output": "/b/run", "process_id": 1,
+      "coordinator_address": "10.0.0.1:5000"}, {}, None),
+]
+
+
+@pytest.mark.parametrize("flags0, env0, flags1, env1, said", [c[1:] for c in COMPARED],
+                         ids=[c[0] for c in COMPARED])
+def test_each_process_compares_the_settings_process_0_publishes(flags0, env0, flags1, env1,
+                                                                said, monkeypatch):
+    published = []
+    for flags, env in ((flags0, env0), (flags1, env1)):
+        monkeypatch.delenv(NUM, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        published.append(published_settings(ViTRecipe(**flags)))
+    difference = first_difference(published[1], published[0], process_id=1)
+    assert difference == (None if said is None else
+                          f"{said}; start every process with the same settings")
+
+
+def test_another_command_is_named_as_such_not_as_a_setting_of_none():
+    difference = first_difference(published_settings(TranslatorRecipe()),
+                                  published_settings(ViTRecipe()), process_id=1)
+    assert difference == ("the processes of the job run different commands: only process 1 "
+                          "has --alpha; start every process with the same command and "
+                          "settings")
 
 
 @pytest.fixture(scope="module")

@@ -147,3 +147,70 @@ def test_the_tensorflow_backend_refuses_a_job_in_one_line(image_folder, tmp_path
     assert len(lines) == 1 and lines[0].startswith(
         "zoo: error: multi-process training runs on the JAX backend"), result.stderr[-3000:]
     assert not (tmp_path / "run").exists()
+
+
+
+# One process of a job that trains a one-weight model for ever, as a recipe does
+# (`fit_resumably` inside `ending_with_the_job`), on the JAX backend: what a signal does to a
+# job, without the cost of a ViT. argv: port, process id, run folder.
+FOR_EVER = """
+import sys
+from pathlib import Path
+import keras, numpy as np
+import zoo.training.run as run
+from zoo.recipes.multiprocess import ending_with_the_job
+from zoo.training.distribution import job_settings, join_job
+from zoo.training.interrupts import note_interrupts
+
+port, index, out = sys.argv[1:]
+note_interrupts()  # as `zoo` does
+join_job(job_settings(f"127.0.0.1:{port}", 2, int(index)), heartbeat_timeout_seconds=5,
+         initialization_timeout_seconds=60)
+run.tensorflow_installed = lambda: False  # no TensorBoard: TensorFlow's import is slow
+keras.utils.set_random_seed(0)  # the same weights in every process
+model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+with ending_with_the_job():
+    run.fit_resumably(model, np.ones((4, 1)), Path(out), epochs=10**6, initial_epoch=0,
+                      y=np.ones((4, 1)), batch_size=1)
+"""
+
+
+def _ended(job, timeout):
+    """Each process's stderr once all have ended (killed after `timeout` seconds)."""
+    try:
+        return [process.communicate(timeout=timeout)[1] for process in job]
+    finally:
+        for process in job:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_every_process_in_one_line(tmp_path):
+    """(Ctrl-C is sent on as this SIGTERM: tests/zoo/cli/test_interrupts.py.)"""
+    out, port = tmp_path / "run", _free_port()
+    out.mkdir()
+    job = [subprocess.Popen([sys.executable, "-c", FOR_EVER, str(port), str(k), str(out)],
+                            env={**os.environ, "KERAS_BACKEND": "jax"}, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+           for k in range(2)]
+    deadline = time.time() + 300
+    while not _complete_checkpoints(out / "checkpoints") and time.time() < deadline:
+        assert all(p.poll() is None for p in job), _ended(job, 1)
+        time.sleep(0.1)
+    job[1].send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    errors = _ended(job, timeout=60)
+    assert time.monotonic() - sent < 5  # within the heartbeat (5 s)
+    for index, (process, stderr) in enumerate(zip(job, errors)):
+        assert process.returncode == 143, stderr[-3000:]  # 128 + SIGTERM, as a shell says
+        # (No `zoo` command's filter here: JAX's native log lines stay.)
+        [line] = [line for line in stderr.splitlines() if line.startswith("zoo:")]
+        assert line.startswith(f"zoo: error: process {index} of 2 stopped with the job after "
+                               "step "), stderr[-3000:]
+        assert "Traceback" not in stderr
+    # Stopped between steps: complete checkpoints only, none half written.
+    checkpoints = out / "checkpoints"
+    assert _complete_checkpoints(checkpoints) == sorted(p.name for p in checkpoints.iterdir())
