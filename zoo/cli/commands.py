@@ -271,6 +271,10 @@ def cmd_train(args: argparse.Namespace) -> None:
             from zoo.recipes.translator import train_translator
 
             metrics = train_translator(recipe)
+        elif args.task == "lm":
+            from zoo.recipes.causal_lm import finetune_causal_lm
+
+            metrics = finetune_causal_lm(recipe)
         else:
             from zoo.recipes.vit import train_vit
 

@@ -13,6 +13,7 @@
                  [--force] [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
+    zoo finetune lm --model M --data FILE.txt [recipe flags]
     zoo evaluate translator --model M --source F --reference F
     zoo evaluate vit --model M --data DIR|tfds:NAME[:SPLIT] [--confusion-matrix FILE.png]
                      [--per-class]
@@ -44,7 +45,7 @@ from zoo.cli.commands import (
 )
 from zoo.cli.generate_command import add_generate
 from zoo.cli.pipeline_commands import add_pipeline_flags
-from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
+from zoo.cli.recipe_flags import RECIPES, add_field_flags, checked_type, fields_of_recipe
 from zoo.recipes.checks import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
 from zoo.version import zoo_version
 
@@ -57,6 +58,8 @@ DEFAULT_CAPTIONER = "hf://nlpconnect/vit-gpt2-image-captioning"
 # A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
 POSITIVE = checked_type(int, POSITIVE_INT)
 MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
+# What a `train`/`finetune` task's name stands for, in its help line.
+TASK_HELP = {"lm": "a causal language model (zoo.CausalLM) on a text file, one example a line"}
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -164,12 +167,15 @@ def _add_caption(sub: Any) -> None:
 
 
 def _add_recipe_command(sub: Any, command: str, help_text: str, recipes: bool) -> None:
-    """`zoo train` or `zoo finetune`, with a `translator` and a `vit` task each taking its
-    recipe's flags (when `recipes` is set)."""
+    """`zoo train` or `zoo finetune`, with a `translator` and a `vit` task (and, for
+    `finetune`, `lm`: a causal language model) each taking its recipe's flags (when `recipes`
+    is set)."""
     p = _subcommand(sub, command, help_text)
-    tasks = p.add_subparsers(dest="task", required=True, metavar="{translator,vit}")
-    for task in ("translator", "vit"):
-        task_parser = _subcommand(tasks, task, f"{help_text}: {task}")
+    names = [task for recipe_command, task in RECIPES if recipe_command == command]
+    tasks = p.add_subparsers(dest="task", required=True, metavar="{" + ",".join(names) + "}")
+    for task in names:
+        task_help = TASK_HELP.get(task, task)
+        task_parser = _subcommand(tasks, task, f"{help_text}: {task_help}")
         if recipes:
             add_field_flags(task_parser, fields_of_recipe(command, task))
     p.set_defaults(func=cmd_train)
