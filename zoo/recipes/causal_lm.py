@@ -134,8 +134,6 @@ def finetune_causal_lm(recipe: CausalLMFinetuneRecipe) -> dict:
 
 def _finetune(recipe: CausalLMFinetuneRecipe) -> dict:
     """`finetune_causal_lm` inside the held run folder."""
-    import tensorflow as tf
-
     out = start_run(recipe.output, RUN_FILES, recipe.force, recipe.seed, recipe.precision)
     train, valid = split_examples(read_examples(recipe.data), recipe.validation_size,
                                   recipe.seed)
@@ -154,10 +152,8 @@ def _finetune(recipe: CausalLMFinetuneRecipe) -> dict:
     if not initial_epoch:  # the baseline fine-tuning must beat
         before = _scores(model, validation)
         print(f"before fine-tuning: validation loss {before['loss']:.4f}")
-    # Strings, shuffled again every epoch; `CausalLM.fit` packs them.
-    lines = tf.data.Dataset.from_tensor_slices(train).shuffle(
-        len(train), seed=recipe.seed, reshuffle_each_iteration=True)
-    history, seconds = fit_resumably(model, lines, out, recipe.epochs, initial_epoch,
+    # The lines as strings: `CausalLM.fit` tokenizes them once and shuffles them every epoch.
+    history, seconds = fit_resumably(model, train, out, recipe.epochs, initial_epoch,
                                      checkpoint_every=recipe.checkpoint_every,
                                      batch_size=recipe.batch_size,
                                      validation_data=validation)

@@ -46,9 +46,8 @@ def _logits(model, ids):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lora", [False, True])
 def test_finetuning_learns_the_lines_pattern_and_saves_a_loadable_folder(
-        saved_lm, tmp_path, monkeypatch, capsys, lora):
+        saved_lm, tmp_path, monkeypatch, capsys):
     original, path = saved_lm
     data = tmp_path / "lines.txt"
     data.write_text("\n\n".join(LINES) + "\n   \n", encoding="utf-8")  # blank lines skipped
@@ -61,10 +60,10 @@ def test_finetuning_learns_the_lines_pattern_and_saves_a_loadable_folder(
     real_finish_run = recipe_module.finish_run
     monkeypatch.setattr(recipe_module, "finish_run", keeping_the_model)
     out = tmp_path / "run"
-    flags = ["--lora-rank", "8", "--lora-alpha", "16"] if lora else []
+    # 36 training lines in batches of 12: no smaller last batch to trace a second step for.
     assert main(["finetune", "lm", "--model", path, "--data", str(data), "--output", str(out),
-                 "--epochs", "12" if lora else "8", "--learning-rate", "3e-2" if lora else "1e-2",
-                 "--batch-size", "8", "--checkpoint-every", "4", *flags]) == 0
+                 "--epochs", "10", "--learning-rate", "1e-2", "--batch-size", "12",
+                 "--checkpoint-every", "5"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["training_lines"] == 36 and metrics["validation_lines"] == 4
     assert metrics["validation"]["loss"] < 0.5 * metrics["validation_before"]["loss"]
@@ -75,10 +74,13 @@ def test_finetuning_learns_the_lines_pattern_and_saves_a_loadable_folder(
     ids = tuned.preprocessor.tokenizer.encode(["Once upon a time"])[0]
     np.testing.assert_allclose(_logits(tuned, ids), _logits(trained["model"], ids),
                                atol=1e-5)
-    continued = tuned.generate(["Once upon"], 12)[0]
-    assert continued.startswith(PATTERN)
-    assert continued[len(PATTERN):].strip().rstrip(".") in ANIMALS
-    assert not original.generate(["Once upon"], 12)[0].startswith(PATTERN)
+    # Greedy: the pattern every line has, which the model it started from does not write.
+    # Training puts each line after an end-of-text token (`CausalLMPreprocessor.pack`);
+    # `generate` takes the prompt as it is, so the prompt starts with that token too.
+    prompt = "<|endoftext|>Once upon a time"
+    pattern = PATTERN[len("Once upon a time"):] + " "  # " there was a little "
+    assert tuned.generate([prompt], 8)[0][len(prompt):].startswith(pattern)
+    assert not original.generate([prompt], 8)[0][len(prompt):].startswith(pattern)
 
 
 @pytest.fixture(scope="module")
