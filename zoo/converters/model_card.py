@@ -51,9 +51,9 @@ USAGE: dict[str, tuple[str, str]] = {
 def _shape(part: Any) -> str:
     """One network's shape in words: its layers, width, heads and vocabulary, where it has
     them as attributes."""
-    words = [f"{getattr(part, key):,} {word}" for key, word in (
-        ("num_layers", "layers"), ("hidden_dim", "width"), ("num_heads", "heads"),
-        ("vocabulary_size", "pieces")) if isinstance(getattr(part, key, None), int)]
+    words = [template.format(getattr(part, key)) for key, template in (
+        ("num_layers", "{:,} layers"), ("hidden_dim", "width {:,}"), ("num_heads", "{:,} heads"),
+        ("vocabulary_size", "{:,} pieces")) if isinstance(getattr(part, key, None), int)]
     return ", ".join(words)
 
 
