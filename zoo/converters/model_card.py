@@ -58,16 +58,15 @@ def _shape(part: Any) -> str:
 
 
 def _architecture(model: Any) -> str:
-    """The model's shape in words, network by network: the model or its backbone, else its
-    halves (a captioner's encoder and decoder, CLIP's vision and text towers)."""
-    for part in (model, getattr(model, "backbone", None)):
-        if part is not None and _shape(part):
-            return _shape(part)
-    backbone = getattr(model, "backbone", model)
+    """The model's shape in words, network by network: its halves where it has two (a
+    captioner's encoder and decoder, CLIP's vision and text towers), else the model's or its
+    backbone's."""
+    backbone = getattr(model, "backbone", None)
     halves = [f"{name}: {_shape(getattr(owner, name))}" for owner in (model, backbone)
               for name in ("encoder", "decoder", "vision", "text")
               if getattr(owner, name, None) is not None and _shape(getattr(owner, name))]
-    return "; ".join(halves) or "its sizes are in the model's config"
+    shapes = [_shape(part) for part in (model, backbone) if part is not None and _shape(part)]
+    return "; ".join(halves) or next(iter(shapes), "its sizes are in the model's config")
 
 
 def model_card(model: Any, *, source: str, format: str, folder: str,
