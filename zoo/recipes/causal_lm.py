@@ -11,6 +11,10 @@ the same command after a crash or SIGKILL, it continues from the last epoch chec
     out/model.keras           the fine-tuned model (tokenizer inside; LoRA factors merged)
     out/manifest.json         its kind and sha256, so that `zoo.load(out)` takes the folder
     out/metrics.json          the settings, the per-epoch losses, the final figures
+
+Each line trains after an end-of-text token, as a document's start (`CausalLMPreprocessor`);
+`generate` takes a prompt as it is, so a prompt that should begin a line like the training
+lines starts with that token: `zoo generate --model out "<|endoftext|>Once upon"`.
 """
 
 from __future__ import annotations
