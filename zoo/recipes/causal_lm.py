@@ -150,6 +150,9 @@ def _finetune(recipe: CausalLMFinetuneRecipe) -> dict:
                                                    clipnorm=recipe.clipnorm),
                   loss=MaskedSparseCrossEntropy(label_smoothing=recipe.label_smoothing,
                                                 pad_id=None))
+    # Its variables made now, not while `fit` traces its step (TensorFlow would trace it
+    # twice: once making them, once more without).
+    model.optimizer.build(model.trainable_variables)
     validation = model.preprocessor.text_dataset(valid, recipe.batch_size)
     initial_epoch = resume(model, out)
     before = None

@@ -71,16 +71,20 @@ def test_finetuning_learns_the_lines_pattern_and_saves_a_loadable_folder(
     tuned = zoo.load(str(out))  # the folder, through its manifest
     assert isinstance(tuned, CausalLM)
     assert json.loads((out / "manifest.json").read_text())["kind"] == "causal-lm"
-    ids = tuned.preprocessor.tokenizer.encode(["Once upon a time"])[0]
-    np.testing.assert_allclose(_logits(tuned, ids), _logits(trained["model"], ids),
-                               atol=1e-5)
-    # Greedy: the pattern every line has, which the model it started from does not write.
-    # Training puts each line after an end-of-text token (`CausalLMPreprocessor.pack`);
-    # `generate` takes the prompt as it is, so the prompt starts with that token too.
-    prompt = "<|endoftext|>Once upon a time"
-    pattern = PATTERN[len("Once upon a time"):] + " "  # " there was a little "
-    assert tuned.generate([prompt], 8)[0][len(prompt):].startswith(pattern)
-    assert not original.generate([prompt], 8)[0][len(prompt):].startswith(pattern)
+    # Each line trains after an end-of-text token (`CausalLMPreprocessor.pack`), so the
+    # prompt starts with it too.
+    tokenizer = tuned.preprocessor.tokenizer
+    prompt = [tuned.end_id] + tokenizer.encode(["Once upon a time"])[0]
+    pattern = [tuned.end_id] + tokenizer.encode([PATTERN])[0]
+    assert pattern[:len(prompt)] == prompt
+    logits = _logits(tuned, pattern)
+    np.testing.assert_allclose(logits, _logits(trained["model"], pattern), atol=1e-5)
+    # Greedy decoding of a causal model writes the pattern's words after the prompt exactly
+    # when, at each of those positions, the pattern's next token is the most likely one:
+    # one pass over the pattern checks every step of the search.
+    steps = slice(len(prompt) - 1, len(pattern) - 1)
+    assert logits[0, steps].argmax(-1).tolist() == pattern[len(prompt):]
+    assert _logits(original, pattern)[0, steps].argmax(-1).tolist() != pattern[len(prompt):]
 
 
 @pytest.fixture(scope="module")
@@ -103,19 +107,21 @@ def saved_vit(tmp_path_factory):
     (b"only one line\n", "--data holds 1 line(s)"),
     (b"a\nb\nc\n", "--validation-size 3 leaves no training line"),
     ("vit", "is a VisionTransformer, not a CausalLM"),
+    ("no model", "zoo finetune lm needs --model"),
 ])
 def test_bad_input_is_one_line_and_leaves_no_folder(saved_lm, saved_vit, tmp_path, capsys,
                                                    content, message):
     data, model = tmp_path / "lines.txt", saved_lm[1]
     if isinstance(content, bytes):
         data.write_bytes(content)
-    elif content == "vit":
+    elif content in ("vit", "no model"):
         data.write_text("\n".join(LINES), encoding="utf-8")
         model = saved_vit
     out = tmp_path / "runs" / "lm"
     flags = ["--validation-size", "3"] if content == b"a\nb\nc\n" else []
-    assert main(["finetune", "lm", "--model", model, "--data", str(data), "--output",
-                 str(out), "--epochs", "1", *flags]) == 2
+    flags += [] if content == "no model" else ["--model", model]
+    assert main(["finetune", "lm", "--data", str(data), "--output", str(out), "--epochs", "1",
+                 *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and message.format(data=data) in err
     if content == "vit":
