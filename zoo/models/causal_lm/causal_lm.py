@@ -117,13 +117,16 @@ class CausalLM(Task, CausalLMGeneration, CausalLMLora):
             **kwargs: Any) -> Any:
         """`keras.Model.fit`, also on raw text: a list of strings or a `tf.data.Dataset` of
         strings is packed by the preprocessor (`CausalLMPreprocessor.pack`: next-token
-        labels, padding weighted 0). Compiles with `compile()`'s defaults if not compiled."""
+        labels, padding weighted 0), a list in a new order every epoch unless `shuffle=False`
+        (as `fit` takes arrays). Compiles with `compile()`'s defaults if not compiled."""
         if is_text(x):
             if y is not None:
                 raise UserError("fit on text takes no y: the labels are the next tokens")
             if self.preprocessor is None:
                 raise UserError("fit on text needs the model's preprocessor (a tokenizer)")
-            x, batch_size = self.preprocessor.text_dataset(x, batch_size), None
+            x = self.preprocessor.text_dataset(x, batch_size,
+                                               shuffle=kwargs.pop("shuffle", True))
+            batch_size, kwargs["shuffle"] = None, False  # the dataset shuffles itself
         if not self.compiled:
             self.compile()
         self._generate_functions = {}

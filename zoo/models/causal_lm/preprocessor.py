@@ -84,9 +84,11 @@ class CausalLMPreprocessor(Preprocessor):
     def call(self, texts: Any) -> tuple[dict, Any, Any]:
         return self.pack(texts)
 
-    def text_dataset(self, texts: Any, batch_size: int | None) -> Any:
+    def text_dataset(self, texts: Any, batch_size: int | None, shuffle: bool = False) -> Any:
         """A `tf.data.Dataset` of packed batches from a list of strings or a dataset of
-        strings (batched or not): what `CausalLM.fit` trains on.
+        strings (batched or not): what `CausalLM.fit` trains on. With `shuffle`, a list's
+        texts come in a new order every pass (as `fit` shuffles arrays; seeded by
+        `keras.utils.set_random_seed`); a dataset is taken in its own order.
 
         Raises:
             UserError: an empty list, or a dataset of something other than strings.
@@ -110,6 +112,8 @@ class CausalLMPreprocessor(Preprocessor):
             ids = self.tokenizer.encode(_as_string_list(texts))
             dataset = tf.data.Dataset.from_tensor_slices(
                 tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1))
+            if shuffle:
+                dataset = dataset.shuffle(len(ids), reshuffle_each_iteration=True)
             packed = dataset.batch(batch_size).map(self.pack_ids)
         return packed.prefetch(2)
 
