@@ -47,7 +47,9 @@ def compile_for_backend(fn: Callable[..., Any], layer: keras.layers.Layer,
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(fn, jit_compile=jit_compile)
+        # Without AutoGraph: the function is written for JAX's tracing as well, and rewriting
+        # Keras' call stack with AutoGraph costs seconds a trace.
+        return tf.function(fn, jit_compile=jit_compile, autograph=False)
     if backend != "jax":
         return fn
 

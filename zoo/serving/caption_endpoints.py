@@ -61,7 +61,8 @@ def captioner_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6,
         raise UserError("this captioner has no tokenizer: an export writes captions as text")
     converter = model.preprocessor.image_converter
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string, name="images")])
     def caption(images: tf.Tensor) -> dict:
         count = tf.shape(images, out_type=tf.int64)[0]
         checks = [check_batch_size(images, MAX_CAPTION_IMAGES, "images"),

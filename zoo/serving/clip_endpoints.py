@@ -91,7 +91,8 @@ def clip_endpoints(model: Any, template: str = "a photo of a {}"
 
     images_spec = tf.TensorSpec([None], tf.string, name="images")
 
-    @tf.function(input_signature=[images_spec, tf.TensorSpec([None], tf.string, name="labels")])
+    @tf.function(autograph=False, input_signature=[
+        images_spec, tf.TensorSpec([None], tf.string, name="labels")])
     def zero_shot(images: tf.Tensor, labels: tf.Tensor) -> dict:
         count = tf.shape(labels, out_type=tf.int64)[0]
         blank = tf.equal(tf.strings.length(tf.strings.strip(labels)), 0)
@@ -113,11 +114,11 @@ def clip_endpoints(model: Any, template: str = "a photo of a {}"
         logits = scale * tf.matmul(found, classifier, transpose_b=True)
         return {"probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    @tf.function(input_signature=[images_spec])
+    @tf.function(autograph=False, input_signature=[images_spec])
     def encode_images(images: tf.Tensor) -> dict:
         return image_embeddings(images)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
     def encode_texts(texts: tf.Tensor) -> dict:
         return text_embeddings(texts, "texts")
 

@@ -97,7 +97,7 @@ def causal_lm_endpoints(model: Any) -> tuple[Any, Any]:
                                     prompt_byte_cap(positions))
     pieces = tf.constant([tokenizer.piece_bytes(i) for i in range(vocabulary)])
 
-    @tf.function(input_signature=[
+    @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="prompts"),
         tf.TensorSpec([], tf.int32, name="max_new_tokens"),
         tf.TensorSpec([], tf.float32, name="temperature"),

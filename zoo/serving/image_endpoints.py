@@ -139,7 +139,8 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
         return {"labels": tf.gather(tf.constant(names), indices), "probabilities": best,
                 "class_ids": indices}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string, name="images")])
     def classify_bytes(images: tf.Tensor) -> dict:
         count = tf.shape(images, out_type=tf.int64)[0]
         with tf.control_dependencies(check_image_bytes(images)):
@@ -147,8 +148,8 @@ def vit_endpoints(model: Any, top_k: int = 5) -> tuple[Any, Any]:
         return in_chunks(lambda start, rows: top(decode_rows(
             rows, tf.cast(start, tf.int64), count, converter)), [images], outputs)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32,
-                                                name="pixels")])
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None, None, None, 3], tf.float32, name="pixels")])
     def classify_pixels(pixels: tf.Tensor) -> dict:
         shape = tf.shape(pixels, out_type=tf.int64)
         checks = [  # (MAX_REQUEST_BYTES bounds the pixels of an image below MAX_PIXELS)
