@@ -106,7 +106,7 @@ def hf_model(settings: dict) -> Any:
 
     from zoo.bench.steps import torchvision_or_stub
 
-    torchvision_or_stub()
+    torchvision_or_stub(installed_only=True)
     from transformers import GPT2Config, GPT2LMHeadModel
 
     shape = architecture(settings["architecture"])
