@@ -15,6 +15,7 @@ vocabulary file of made-up pieces: the converter reads one, and the ids are what
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -69,19 +70,29 @@ def prompts(batch: int, tokens: int, vocabulary_size: int) -> Any:
 
 
 # ---------------------------------------------------------------------- systems
-# Each system's function builds its model once and returns `steps(ids)`, the step that
-# continues those prompts (one per batch of the work).
-def zoo_generation(settings: dict) -> Callable[[Any], Callable[[], Any]]:
-    """`CausalLM.generate_ids` of the architecture, compiled once per shape by the model."""
+@functools.lru_cache(maxsize=None)
+def zoo_causal_lm(name: str) -> Any:
+    """The zoo's `CausalLM` of architecture `name` (random weights, seed 0, no dropout) whose
+    end token is never chosen; built once per process (a worker runs one work, the tests
+    many: its generation functions, compiled per shape and sampler, are then shared)."""
     import keras
 
-    from zoo.generation.samplers import TopPSampler
     from zoo.models.causal_lm.backbone import GPT2Backbone
     from zoo.models.causal_lm.causal_lm import CausalLM
 
     keras.utils.set_random_seed(0)
-    model = end_never_chosen(CausalLM)(GPT2Backbone(**architecture(settings["architecture"])))
+    model = end_never_chosen(CausalLM)(GPT2Backbone(**architecture(name)))
     model.ensure_built()
+    return model
+
+
+# Each system's function builds its model once and returns `steps(ids)`, the step that
+# continues those prompts (one per batch of the work).
+def zoo_generation(settings: dict) -> Callable[[Any], Callable[[], Any]]:
+    """`CausalLM.generate_ids` of the architecture, compiled once per shape by the model."""
+    from zoo.generation.samplers import TopPSampler
+
+    model = zoo_causal_lm(settings["architecture"])
     sampler = "greedy" if settings["sampler"] == "greedy" else TopPSampler(
         p=settings["top_p"], temperature=settings["temperature"])
     new = settings["new_tokens"]

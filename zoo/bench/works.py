@@ -249,6 +249,8 @@ def family_work_settings(work: str, dry_run: bool = False) -> dict[str, Any]:
         tiny = DRY_RUN
         settings["architecture"] = FAMILY_SETTINGS["dry_run_architectures"][family]
         settings.update(warmup=tiny["warmup"], timed=tiny["timed"])
+        if "labels" in settings:  # as many as the texts: the same compiled shapes
+            settings["labels"] = tiny["batch"]
         for key in ("prompt_tokens", "text_ids"):
             if key in settings:
                 settings[key] = tiny["tokens"]
