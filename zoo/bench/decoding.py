@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from zoo.bench.gpu import autocast, keras_setup, synchronize, torch_device
+from zoo.bench.gpu import autocast, keras_setup, precision, synchronize, torch_device
 from zoo.bench.steps import CACHE, measure
 from zoo.bench.works import WORKS, family_work_settings
 
@@ -235,13 +235,12 @@ def ctranslate2_generation(settings: dict) -> tuple[Callable[[Any], Callable[[],
     (`min_length` and `max_length`)."""
     import ctranslate2
 
-    from zoo.bench.workers import bfloat16
-
     folder = ctranslate2_folder(settings)
-    chosen = "bfloat16" if bfloat16() else "float32"
+    chosen = precision(on_gpu=False)
     generator = ctranslate2.Generator(str(folder), device="cpu", inter_threads=1,
                                       intra_threads=os.cpu_count() or 1,
-                                      compute_type="bfloat16" if bfloat16() else "default")
+                                      compute_type="bfloat16" if chosen == "bfloat16"
+                                      else "default")
     pieces = json.loads((folder / "vocabulary.json").read_text())
     new = settings["new_tokens"]
     options = dict(max_length=new, min_length=new, include_prompt_in_result=False)
