@@ -114,12 +114,12 @@ WORKS: dict[str, Work] = {w.name: w for w in (
          "host", "images/s", _CLIP),
     Work("captioner-greedy", "image captioner (zoo architecture vit-gpt2-captioner: ViT-B/16 "
          "at 224 px under GPT-2 small with cross-attention): 8 images per call, exactly 16 "
-         "caption tokens each, greedy; " + _NO_EARLY_END.split(" (")[0] + " (the zoo: its "
+         "caption tokens each, greedy; the end token never ends a caption (the zoo: its "
          "logit at -1e9; Hugging Face: min_new_tokens); keras-hub has no captioner",
          "captions/s", _CAPTIONER),
     # The new families on a GPU (`family_work_settings`; issue 65).
     Work("gpt2-greedy-64", "GPT-2 small: 64 random prompts of 64 tokens, exactly 64 new "
-         "tokens each, greedy, inputs on the device; the end token never ends a row",
+         "tokens each, greedy, the model on the device; the end token never ends a row",
          "tokens/s", _GPU_GPT2),
     Work("clip-b32-embed-256", "CLIP ViT-B/32: image embeddings of 256 images and text "
          "embeddings of 256 texts of 77 ids per call, inputs on the device",
