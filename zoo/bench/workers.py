@@ -9,9 +9,9 @@ Each worker builds its model with random weights (the same shapes for every syst
 (`zoo.bench.works.GROUPS`) are in `zoo.bench.gpu`, the host's peak (the `peak` work) in
 `zoo.bench.peak`, the new families' (GPT-2, CLIP, the captioner) in `zoo.bench.decoding` and
 `zoo.bench.vision_language`. `ZOO_BENCH_PRECISION=bfloat16` (`zoo bench --precision
-bfloat16`) runs every system's products in bfloat16: Keras' `mixed_bfloat16` (the zoo, keras-hub), timm
-under `torch.autocast("cpu", dtype=torch.bfloat16)`, Hugging Face's model converted to
-bfloat16, CTranslate2's `bfloat16` compute type (and `int8_bfloat16` in the int8 works).
+bfloat16`) runs every system's products in bfloat16: Keras' `mixed_bfloat16` (the zoo,
+keras-hub), timm under `torch.autocast("cpu", dtype=torch.bfloat16)`, Hugging Face's model
+converted to bfloat16, CTranslate2's `bfloat16` compute type (and `int8_bfloat16` in the int8 works).
 `--dry-run` makes every `measure` one warm-up and one timed call (and the GPU works tiny).
 """
 
