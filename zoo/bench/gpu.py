@@ -65,6 +65,19 @@ def keras_device() -> tuple[str, str]:
     return (first.device_kind if on_gpu else device()), chosen
 
 
+def keras_setup() -> tuple[str, str]:
+    """`(device name, precision)` for a Keras model on any backend: `keras_device` on JAX;
+    elsewhere (TensorFlow, the CPU works) the global dtype policy alone."""
+    import keras
+
+    if keras.backend.backend() == "jax":
+        return keras_device()
+    chosen = precision(False)
+    keras.mixed_precision.set_global_policy(
+        "mixed_bfloat16" if chosen == "bfloat16" else "float32")
+    return device(), chosen
+
+
 def on_device(array: Any) -> Any:
     """`array` copied once to JAX's default device (a GPU where there is one); Keras passes
     such arrays to its compiled steps without copying them again."""

@@ -290,7 +290,10 @@ def add_arguments(parser: Any) -> None:
                         help="work to measure, repeatable: " + ", ".join(WORKS)
                              + "; or a group: cpu (the default: "
                              + ", ".join(GROUPS["cpu"]) + "), gpu (ANCHORS.md's H100 "
-                             "works, bf16 on a GPU: " + ", ".join(GROUPS["gpu"]) + ")")
+                             "works, bf16 on a GPU: " + ", ".join(GROUPS["gpu"]) + "), "
+                             "text-generation (" + ", ".join(GROUPS["text-generation"])
+                             + "), vision-language (" + ", ".join(GROUPS["vision-language"])
+                             + ")")
     parser.add_argument("--rounds", type=checked_type(int, POSITIVE_INT), default=3,
                         help="times the whole list runs, interleaved; the best round is kept")
     parser.add_argument("--seconds", type=checked_type(float, SECONDS), default=3.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import sys
 import tempfile
@@ -154,11 +155,15 @@ class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def torchvision_or_stub() -> str:
+def torchvision_or_stub(installed_only: bool = False) -> str:
     """Imports torchvision, or stands `_TorchvisionStub` in for it where it does not load
     beside the CPU torch (PyPI's torchvision, which timm's dependencies and so the `bench`
     extra install, is a CUDA build whose operators do not register: "operator
-    torchvision::nms does not exist"). Returns a note when it was stubbed, else ""."""
+    torchvision::nms does not exist"). With `installed_only`, nothing where torchvision is
+    not installed at all (transformers' vision models run without it, and cannot parse the
+    stub's version). Returns a note when it was stubbed, else ""."""
+    if installed_only and importlib.util.find_spec("torchvision") is None:
+        return ""
     if any(isinstance(finder, _TorchvisionStub) for finder in sys.meta_path):
         return "torchvision stubbed"
     try:

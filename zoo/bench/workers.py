@@ -7,10 +7,11 @@ Each worker builds its model with random weights (the same shapes for every syst
 `BENCH_RESULT [{"rate": ..., "unit": ...}, ...]` (the rate over the timed calls). Set
 `KERAS_BACKEND` before starting one: `zoo.bench.harness` does. The GPU works
 (`zoo.bench.works.GROUPS`) are in `zoo.bench.gpu`, the host's peak (the `peak` work) in
-`zoo.bench.peak`. `ZOO_BENCH_PRECISION=bfloat16` (`zoo bench --precision bfloat16`) runs
-every system's products in bfloat16: Keras' `mixed_bfloat16` (the zoo, keras-hub), timm
-under `torch.autocast("cpu", dtype=torch.bfloat16)`, Hugging Face's model converted to
-bfloat16, CTranslate2's `bfloat16` compute type (and `int8_bfloat16` in the int8 works).
+`zoo.bench.peak`, the new families' (GPT-2, CLIP, the captioner) in `zoo.bench.decoding` and
+`zoo.bench.vision_language`. `ZOO_BENCH_PRECISION=bfloat16` (`zoo bench --precision
+bfloat16`) runs every system's products in bfloat16: Keras' `mixed_bfloat16` (the zoo,
+keras-hub), timm under `torch.autocast("cpu", dtype=torch.bfloat16)`, Hugging Face's model
+converted to bfloat16, CTranslate2's `bfloat16` compute type (and `int8_bfloat16` in the int8 works).
 `--dry-run` makes every `measure` one warm-up and one timed call (and the GPU works tiny).
 """
 
@@ -29,7 +30,7 @@ from zoo.bench.gpu import precision as chosen_precision
 from zoo.bench.harness import RESULT_PREFIX
 from zoo.bench.steps import (CACHE, keras_vit_model, measure, random_marian_model,
                              timm_vit_model, torchvision_or_stub)
-from zoo.bench.works import GROUPS, MT, SETTINGS, VIT_B16, VIT_TINY, WORKS
+from zoo.bench.works import FAMILY_WORKS, GROUPS, MT, SETTINGS, VIT_B16, VIT_TINY, WORKS
 from zoo.runtime import use_onednn
 DATA = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared"
                            / "data"))
@@ -335,6 +336,11 @@ def run(work: str, system: str, seconds: float, dry_run: bool = False,
         from zoo.bench.peak import measure_peak
 
         return measure_peak(backend, seconds, dry_run)
+    if work in FAMILY_WORKS:  # GPT-2, CLIP and the captioner, on a CPU or a GPU
+        from zoo.bench import decoding, vision_language
+
+        family = decoding if work.startswith("gpt2") else vision_language
+        return family.run(work, system, seconds, dry_run)
     if work in GROUPS["gpu"]:
         from zoo.bench import gpu
 

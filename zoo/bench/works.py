@@ -41,6 +41,19 @@ _GPU_MT_TRAIN = (("zoo", "jax"), ("keras-hub", "jax"), ("hf", "torch"))
 _GPU_MT_GENERATE = (("zoo", "jax"), ("hf", "torch"))
 # timm eager only: a compiled peer would spend a minute of the loan compiling a small model.
 _GPU_CIFAR = (("zoo", "jax"), ("timm", "torch"))
+# The new model families (`FAMILY_SETTINGS`, `family_work_settings`; measured by
+# `zoo.bench.decoding` and `zoo.bench.vision_language`). keras-hub has no captioner.
+_TEXT_GENERATION = (("zoo", "tensorflow"), ("zoo", "jax"), ("hf", "torch"),
+                    ("keras-hub", "jax"), ("ctranslate2", "ctranslate2"))
+_CLIP = (("zoo", "tensorflow"), ("zoo", "jax"), ("hf", "torch"), ("keras-hub", "jax"))
+_CAPTIONER = (("zoo", "tensorflow"), ("zoo", "jax"), ("hf", "torch"))
+_GPU_GPT2 = (("zoo", "jax"), ("hf", "torch"))
+_GPU_CLIP = (("zoo", "jax"), ("hf", "torch"), ("keras-hub", "jax"))
+# What every new family's work holds fixed: the end token never ends a row, each system told
+# so in its own way.
+_NO_EARLY_END = ("the end token never ends a row (the zoo: its logit at -1e9, as Hugging "
+                 "Face's min_new_tokens sets it to -inf; CTranslate2: min_length; keras-hub: "
+                 "stop_token_ids=None, so the token may be drawn but stops nothing)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +98,32 @@ WORKS: dict[str, Work] = {w.name: w for w in (
          _GPU_MT_GENERATE),
     Work("vit-cifar-small-train", "vit-cifar-small (32 px / patch 4, 7 x 384, 8 heads, MLP "
          "384, 10 classes): AdamW train step, batch 512", "images/s", _GPU_CIFAR),
+    # The new families, on the CPU (`family_work_settings`), random weights.
+    Work("gpt2-greedy", "GPT-2 small (zoo architecture gpt2-small: 12 x 768, 12 heads, "
+         "vocabulary 50,257): the same random prompts of 32 tokens, exactly 32 new tokens "
+         "each, greedy, batch 1 and 16; " + _NO_EARLY_END, "tokens/s", _TEXT_GENERATION),
+    Work("gpt2-top-p", "gpt2-greedy with top-p sampling: p 0.9, temperature 1, no top-k "
+         "(Hugging Face top_k=0, CTranslate2 sampling_topk=0), seed 0", "tokens/s",
+         _TEXT_GENERATION),
+    Work("clip-b32-images", "CLIP ViT-B/32 (zoo architecture clip-vit-b32): image "
+         "embeddings of 32 images of 224 px per call", "images/s", _CLIP),
+    Work("clip-b32-texts", "same CLIP: text embeddings of 32 texts per call, each 77 ids "
+         "(a start id, 14 random ids, the end id, then end ids as padding)", "texts/s", _CLIP),
+    Work("clip-b32-zero-shot", "same CLIP: zero-shot label probabilities of 32 images over "
+         "10 label texts, both towers every call (as CLIPModel's forward), softmax on the "
+         "host", "images/s", _CLIP),
+    Work("captioner-greedy", "image captioner (zoo architecture vit-gpt2-captioner: ViT-B/16 "
+         "at 224 px under GPT-2 small with cross-attention): 8 images per call, exactly 16 "
+         "caption tokens each, greedy; the end token never ends a caption (the zoo: its "
+         "logit at -1e9; Hugging Face: min_new_tokens); keras-hub has no captioner",
+         "captions/s", _CAPTIONER),
+    # The new families on a GPU (`family_work_settings`; issue 65).
+    Work("gpt2-greedy-64", "GPT-2 small: 64 random prompts of 64 tokens, exactly 64 new "
+         "tokens each, greedy, the model on the device; the end token never ends a row",
+         "tokens/s", _GPU_GPT2),
+    Work("clip-b32-embed-256", "CLIP ViT-B/32: image embeddings of 256 images and text "
+         "embeddings of 256 texts of 77 ids per call, inputs on the device",
+         "embeddings/s", _GPU_CLIP),
     Work("peak", "the host's peak: a square matrix product (4096, on a GPU 8192) in float32 "
          "and bfloat16 on each backend the other works use", "GFLOP/s",
          tuple((PEAK_SYSTEM, backend) for backend in PEAK_BACKENDS)),
@@ -98,8 +137,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
             "mt-served"),
     "int8": ("mt-greedy-int8", "mt-beam4-int8", "vit-tiny-infer-int8"),
     "gpu": ("vit-b16-train", "vit-b16-infer-512", "mt-base-train", "mt-base-greedy",
-            "mt-base-beam4", "vit-cifar-small-train"),
+            "mt-base-beam4", "vit-cifar-small-train", "gpt2-greedy-64", "clip-b32-embed-256"),
+    "text-generation": ("gpt2-greedy", "gpt2-top-p"),
+    "vision-language": ("clip-b32-images", "clip-b32-texts", "clip-b32-zero-shot",
+                        "captioner-greedy"),
 }
+# The works of the new families, CPU and GPU: `family_work_settings` gives their settings.
+FAMILY_WORKS = GROUPS["text-generation"] + GROUPS["vision-language"] + (
+    "gpt2-greedy-64", "clip-b32-embed-256")
 
 # The CPU works' models (random weights; the same shapes for every system).
 VIT_TINY = {"image_size": 32, "patch_size": 4, "num_layers": 6, "hidden_dim": 192,
@@ -151,6 +196,71 @@ DRY_RUN: dict[str, Any] = {
 }
 
 
+# The new families' works (`FAMILY_WORKS`): the zoo's registered architectures, random
+# weights, every peer built to the same shape (`zoo.bench.decoding`,
+# `zoo.bench.vision_language`). The GPU works change the sizes given under "gpu".
+FAMILY_SETTINGS: dict[str, Any] = {
+    "gpt2": {"architecture": "gpt2-small", "prompt_tokens": 32, "new_tokens": 32,
+             "batches": [1, 16], "top_p": 0.9, "temperature": 1.0, "seed": 0,
+             "gpu": {"prompt_tokens": 64, "new_tokens": 64, "batches": [64]}},
+    # Texts of 77 ids: a start id, `text_ids` random ids, the end id, end ids as padding.
+    "clip": {"architecture": "clip-vit-b32", "batch": 32, "text_ids": 14, "labels": 10,
+             "gpu": {"batch": 256}},
+    "captioner": {"architecture": "vit-gpt2-captioner", "batch": 8, "new_tokens": 16},
+    # Steps of a GPU work (a CPU work: `measure`'s 2 warm-up calls, then `--seconds`).
+    "gpu_steps": {"warmup": 3, "timed": 10},
+    # What `--dry-run` makes of them: the tiny architectures, DRY_RUN's batch and tokens.
+    "dry_run_architectures": {"gpt2": "gpt2-tiny", "clip": "clip-tiny",
+                              "captioner": "captioner-tiny"},
+}
+
+
+def family_work_settings(work: str, dry_run: bool = False) -> dict[str, Any]:
+    """What a work of the new families (`FAMILY_WORKS`) runs: `architecture` (a zoo
+    architecture name), `batches` (GPT-2: one result per batch) or `batch`, the token counts,
+    the sampler's settings (GPT-2), `warmup` and `timed` steps (None on a CPU: `measure`'s
+    defaults); with `dry_run`, the tiny architecture at `DRY_RUN`'s batch and tokens.
+
+    Raises:
+        ValueError: for a work outside `FAMILY_WORKS`.
+    """
+    if work not in FAMILY_WORKS:
+        raise ValueError(f"{work!r} is no work of the new families; expected one of "
+                         f"{', '.join(FAMILY_WORKS)}")
+    family = work.split("-")[0]
+    base = FAMILY_SETTINGS[family]
+    settings = {k: v for k, v in base.items() if k != "gpu"}
+    on_gpu = work in GROUPS["gpu"]
+    if on_gpu:
+        settings.update(base["gpu"], **FAMILY_SETTINGS["gpu_steps"])
+    else:
+        settings.update(warmup=None, timed=None)
+    if family == "gpt2":
+        sampling = work == "gpt2-top-p"
+        settings["sampler"] = "top_p" if sampling else "greedy"
+        if not sampling:
+            settings.pop("top_p"), settings.pop("temperature"), settings.pop("seed")
+    if family == "clip":
+        settings["towers"] = {"clip-b32-images": "images", "clip-b32-texts": "texts",
+                              "clip-b32-zero-shot": "zero-shot"}.get(work, "images and texts")
+        if settings["towers"] != "zero-shot":
+            settings.pop("labels")
+    if dry_run:
+        tiny = DRY_RUN
+        settings["architecture"] = FAMILY_SETTINGS["dry_run_architectures"][family]
+        settings.update(warmup=tiny["warmup"], timed=tiny["timed"])
+        if "labels" in settings:  # as many as the texts: the same compiled shapes
+            settings["labels"] = tiny["batch"]
+        for key in ("prompt_tokens", "text_ids"):
+            if key in settings:
+                settings[key] = tiny["tokens"]
+        if "new_tokens" in settings:
+            settings["new_tokens"] = tiny["new_tokens"]
+        settings["batches" if "batches" in settings else "batch"] = (
+            [tiny["batch"]] if "batches" in settings else tiny["batch"])
+    return settings
+
+
 def gpu_work_settings(work: str, dry_run: bool = False) -> dict[str, Any]:
     """What a GPU work runs: `model` (the constructor's shape arguments), `batch`, `train`,
     `learning_rate` (AdamW's), the `warmup` and `timed` step counts and, for the translation
@@ -162,6 +272,8 @@ def gpu_work_settings(work: str, dry_run: bool = False) -> dict[str, Any]:
     """
     if work not in GROUPS["gpu"]:
         raise ValueError(f"{work!r} is no GPU work; expected one of {', '.join(GROUPS['gpu'])}")
+    if work in FAMILY_WORKS:
+        return family_work_settings(work, dry_run)
     g = GPU_SETTINGS
     if work.startswith("vit"):
         model = dict(VIT_CIFAR_SMALL if work == "vit-cifar-small-train" else VIT_B16)
@@ -215,12 +327,14 @@ def flops_per_unit(work: str, dry_run: bool = False) -> float | None:
     """The floating-point operations (matrix products, `zoo.bench.flops`) of one unit of
     `work` (an image, a token, a target token) from its shapes; None for a work whose count
     its shapes do not give (`mt-served`: real sentences of every length; the int8 works;
-    `peak`).
+    `peak`; the new families' works, `FAMILY_WORKS`).
 
     Example:
         >>> round(flops_per_unit("vit-tiny-train") / 1e9, 3)   # GFLOP per image
         0.752
     """
+    if work in FAMILY_WORKS:
+        return None
     if work in GROUPS["gpu"]:
         s = gpu_work_settings(work, dry_run)
         model, batch = s["model"], s["batch"]

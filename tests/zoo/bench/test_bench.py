@@ -15,7 +15,8 @@ import pytest
 from zoo.bench import harness as bench
 from zoo.bench import report
 from zoo.bench.harness import Job
-from zoo.bench.works import GPU_SETTINGS, GROUPS, SYSTEMS, WORKS, expand_works, gpu_work_settings
+from zoo.bench.works import (FAMILY_WORKS, GPU_SETTINGS, GROUPS, SYSTEMS, WORKS, expand_works,
+                             gpu_work_settings)
 
 
 def _fake_runner(rates: dict, calls: list):
@@ -199,7 +200,10 @@ def test_the_gpu_group_plans_anchors_systems_and_the_default_stays_the_cpu_works
                 | {(work, system, backend) for work in ("mt-base-greedy", "mt-base-beam4")
                    for system, backend in (("zoo", "jax"), ("hf", "torch"))}
                 | {("vit-cifar-small-train", "zoo", "jax"),
-                   ("vit-cifar-small-train", "timm", "torch")})
+                   ("vit-cifar-small-train", "timm", "torch")}
+                | {("gpt2-greedy-64", "zoo", "jax"), ("gpt2-greedy-64", "hf", "torch")}
+                | {("clip-b32-embed-256", system, backend) for system, backend in (
+                    ("zoo", "jax"), ("hf", "torch"), ("keras-hub", "jax"))})
     assert planned == expected and len(jobs) == len(expected)
     # The lent GPU has no TensorFlow: no GPU job may need it.
     assert all(job.backend in ("jax", "torch") for job in jobs)
@@ -209,7 +213,8 @@ def test_the_gpu_group_plans_anchors_systems_and_the_default_stays_the_cpu_works
         + ["mt-greedy"])
     # Every work but the host's peak (which every run adds) is in exactly one group, and the
     # default (`cpu`) has no GPU work.
-    assert sorted(GROUPS["cpu"] + GROUPS["int8"] + GROUPS["gpu"] + ("peak",)) == sorted(WORKS)
+    assert sorted(GROUPS["cpu"] + GROUPS["int8"] + GROUPS["gpu"] + GROUPS["text-generation"]
+                  + GROUPS["vision-language"] + ("peak",)) == sorted(WORKS)
     assert not set(GROUPS["cpu"]) & set(GROUPS["gpu"])
     assert set(GROUPS["cpu"]) == {"vit-tiny-train", "vit-tiny-infer", "vit-b16-infer",
                                   "mt-greedy", "mt-beam4", "mt-served"}
@@ -252,7 +257,9 @@ def test_vit_cifar_small_train_is_the_zoo_architecture():
 
 
 def test_a_dry_run_shrinks_every_gpu_work_and_leaves_the_full_size_alone():
-    for work in GROUPS["gpu"]:
+    # (The new families' GPU works shrink to their tiny architectures:
+    # tests/zoo/bench/test_family_works.py.)
+    for work in [w for w in GROUPS["gpu"] if w not in FAMILY_WORKS]:
         full = gpu_work_settings(work)
         tiny = gpu_work_settings(work, dry_run=True)
         model = tiny["model"]
@@ -288,10 +295,12 @@ def test_the_json_of_a_gpu_dry_run_records_its_settings_and_each_workers(tmp_pat
     assert settings["works"] == list(GROUPS["gpu"])
     assert settings["gpu"]["works"]["vit-b16-train"]["batch"] == 4
     assert settings["gpu"]["dry_run"]["hidden_dim"] == 64
-    assert len(calls) == 17
+    assert len(calls) == 22
     for result in document["results"]:
         assert result["device"] == "NVIDIA H100" and result["precision"] == "bfloat16 mixed"
-        assert result["settings"]["batch"] == 4 and len(result["wall_s"]) == 1
+        settings = result["settings"]
+        assert settings.get("batches", [settings.get("batch")]) == [4]  # GPT-2: batches
+        assert len(result["wall_s"]) == 1
     # The CPU works' JSON has no GPU settings.
     cpu = bench.bench(["mt-greedy"], rounds=1, output=tmp_path / "cpu.json",
                       runner=lambda job: [{"rate": 1.0}], available=lambda system: [],

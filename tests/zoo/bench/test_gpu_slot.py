@@ -68,6 +68,8 @@ else:
     raise AssertionError("TensorFlow was importable")
 import numpy as np, keras
 import zoo.cli.main, zoo.recipes.vit, zoo.recipes.translator, zoo.bench.workers, zoo.bench.gpu
+import zoo.bench.decoding, zoo.bench.vision_language  # the GPU works of the new families
+import zoo.models.causal_lm.causal_lm, zoo.models.clip.model, zoo.models.captioner.captioner
 from zoo.training.run import fit_resumably
 model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
