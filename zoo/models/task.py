@@ -105,7 +105,8 @@ class Task(LoraAdaptation, keras.Model):
         with weights of its own builds them in its constructor or overrides this."""
         if not self.backbone.built:
             self.backbone.build()
-        self.built = True
+        if not self.built:  # through Keras' build, which records it: a saved task loads built
+            self.build()
 
     def _lora_blank_copy(self) -> keras.Model:
         """A model of the same config (`zoo.models.lora`); of a task saved by its parts,

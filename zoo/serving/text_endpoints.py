@@ -68,7 +68,7 @@ def translator_endpoints(model: Any, beam_size: int = 4, alpha: float = 0.6
     # has its own budget (`max_lengths`, within `max_length`): what it would have alone.
     # Every endpoint of the zoo is traced without AutoGraph: the models' code is written for
     # JAX's tracing too (no Python branch on a tensor), and rewriting Keras' call stack with
-    # AutoGraph took two thirds of an export's time (a translator's: 75 s -> 23 s).
+    # AutoGraph took two thirds of an export's time (docs/performance-log.md, 2026-11-28).
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
         tf.TensorSpec([None], tf.int32)])

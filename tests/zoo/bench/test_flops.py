@@ -10,7 +10,7 @@ import importlib.util
 import pytest
 
 from zoo.bench import flops
-from zoo.bench.works import GROUPS, MT, SETTINGS, VIT_TINY, WORKS, flops_per_unit
+from zoo.bench.works import FAMILY_WORKS, GROUPS, MT, SETTINGS, VIT_TINY, WORKS, flops_per_unit
 
 torch = pytest.importorskip("torch")
 flop_counter = pytest.importorskip("torch.utils.flop_counter")
@@ -81,8 +81,11 @@ def test_every_timed_work_has_a_count_from_its_shapes():
     assert 3 * greedy < beam < 4 * greedy
     # ViT-B/16: 17.6 GMACs a forward pass (timm's and the ViT paper's count).
     assert round(flops_per_unit("vit-b16-infer-512") / 2e9, 1) == 17.6
+    # Not counted (no fraction of the peak): int8 works, the served translator, the peak
+    # itself, and the GPT-2, CLIP and captioner works, whose counts are not written yet.
+    uncounted = GROUPS["int8"] + ("mt-served", "peak") + FAMILY_WORKS
     for work in WORKS:
         counted = flops_per_unit(work) is not None
-        assert counted == (work not in GROUPS["int8"] + ("mt-served", "peak")), work
-        if work in GROUPS["gpu"]:  # a dry run counts its tiny shapes
+        assert counted == (work not in uncounted), work
+        if work in GROUPS["gpu"] and counted:  # a dry run counts its tiny shapes
             assert flops_per_unit(work, dry_run=True) < flops_per_unit(work)

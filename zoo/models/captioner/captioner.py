@@ -148,9 +148,9 @@ class ImageCaptioner(CaptionerSearch, Task):
         return self.decoder.vocabulary_size - 1
 
     def build(self, input_shape: Any = None) -> None:
-        # `ensure_built` builds the decoder (the backbone); the encoder and the projection
-        # are built already.
-        self.ensure_built()
+        # The decoder (the backbone); the encoder and the projection are built already.
+        if not self.backbone.built:
+            self.backbone.build()
 
     def encode(self, images: Any, training: bool | None = None) -> Any:
         """`(batch, tokens, decoder width)`: the encoder's tokens of 0..255 images, projected

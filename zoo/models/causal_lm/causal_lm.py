@@ -91,7 +91,8 @@ class CausalLM(Task, CausalLMGeneration, CausalLMLora):
         return self.backbone.vocabulary_size - 1
 
     def build(self, input_shape: Any = None) -> None:
-        self.ensure_built()
+        if not self.backbone.built:
+            self.backbone.build()
 
     def logits(self, hidden: Any) -> Any:
         """float32 logits of `(batch, T, hidden_dim)` hidden states: the tied head."""
