@@ -26,7 +26,7 @@ RESULTS = BENCHMARKS / "results"
 
 CLOCK_MODULES = {"time", "timeit"}
 STUDIES = ("vit_overfit.py", "vit_reference.py", "learning_curve.py", "head_pruning.py",
-           "lora_finetune.py", "int8_quality.py")
+           "lora_finetune.py", "int8_quality.py", "bfloat16_quality.py")
 
 
 def _scripts() -> list[Path]:
