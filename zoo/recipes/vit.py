@@ -412,7 +412,8 @@ def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str
         check_decoded_images(count, model.image_size, "evaluating",
                              f"the {count:,} images of --data {data}",
                              f"the model's image_size {model.image_size}",
-                             {f"a float32 batch of {batch}": 4 * batch})
+                             {f"a float32 batch of {batch} of them at the model's image_size "
+                              f"{model.image_size}": 4 * batch})
         images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
                                                     limit_per_class=limit_per_class,
                                                     progress=True, names=size_named)

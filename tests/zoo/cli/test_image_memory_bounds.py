@@ -159,3 +159,21 @@ def test_image_arguments_are_bounded_before_decoding(command, count, size, refus
         f"zoo {command} would allocate {_megabytes(total)}, more than this machine's "
         f"{_megabytes(MEMORY)} of memory; the most is the float32 copy of the {count:,} IMAGE "
         f"arguments for --model m: {_megabytes(4 * count * height * width * 3)}")
+
+
+def test_evaluating_at_the_models_size_is_bounded_before_decoding(tmp_path, nothing_decoded):
+    """`zoo evaluate vit`: the data at the model's image size, and a float32 batch of 256."""
+    from types import SimpleNamespace
+
+    from zoo.recipes.vit import evaluate_vit
+
+    data = _class_folders(tmp_path / "data")
+    model = SimpleNamespace(class_names=["class0", "class1"], image_size=1024)
+    with pytest.raises(UserError) as caught:
+        evaluate_vit(model, str(data))
+    total = (20 + 4 * 20) * 1024 * 1024 * 3  # the batch: all 20 images
+    assert str(caught.value) == (
+        f"evaluating would allocate {_megabytes(total)}, more than this machine's "
+        f"{_megabytes(MEMORY)} of memory; the most is a float32 batch of 20 of them at the "
+        "model's image_size 1024: "
+        f"{_megabytes(4 * 20 * 1024 * 1024 * 3)}")

@@ -22,6 +22,8 @@ import pytest
 
 from zoo.training import interrupts
 
+ROOT = Path(__file__).resolve().parents[3]
+
 # Installed in the command's process: on the import of SIGINT_AT, Ctrl-C, sent from there
 # (SIGINT_HOW=now) or from a garbage-collection callback run there (gc), as JAX's runs; the
 # moment is written to SIGINT_SENT.
@@ -92,8 +94,8 @@ def test_ctrl_c_while_a_command_starts_is_130_and_one_line(backend, command, mod
               "classes": _classes(tmp_path / "d") if command is TRAIN else "",
               "run": tmp_path / "run"}
     argv = [part.format(**values) for part in command]
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=str(hook), SIGINT_AT=module,
-               SIGINT_HOW=how, SIGINT_SENT=str(sent))
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=f"{hook}{os.pathsep}{ROOT}",
+               SIGINT_AT=module, SIGINT_HOW=how, SIGINT_SENT=str(sent))
     env.pop("ZOO_LOG", None)
     done = subprocess.run([sys.executable, "-m", "zoo.cli", *argv], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=300)
