@@ -81,7 +81,6 @@ START_UP = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend, command, module, how", [s[1:] for s in START_UP],
                          ids=[s[0] for s in START_UP])
 def test_ctrl_c_while_a_command_starts_is_130_and_one_line(backend, command, module, how,
