@@ -37,7 +37,7 @@ import numpy as np
 from keras import ops
 
 from zoo.training.errors import UserError
-from zoo.training.memory_bounds import check_allocation
+from zoo.training.memory_bounds import check_decoded_images
 
 
 class DeviceResidentTraining(keras.Model):
@@ -182,10 +182,8 @@ def _check_device_memory(images: np.ndarray, batch_size: int) -> None:
     is copied: at 1024 pixels a side an image is 3 MB, and the backend's own error is a
     `ResourceExhaustedError` traceback after the copy started."""
     count, height, width, channels = images.shape
-    check_allocation({
-        f"the {count} training images of {height} x {width} x {channels} bytes on the device "
-        f"(--image-size {height})": images.nbytes,
-        "the same images on the host": images.nbytes,
-        f"a float32 batch of {batch_size} of them (--batch-size)":
-            4 * batch_size * height * width * channels,
-    }, "--data-placement device")
+    check_decoded_images(
+        count, (height, width), "--data-placement device",
+        f"the {count:,} training images on the device", f"--image-size {height}",
+        {"the same images on the host": count,
+         f"a float32 batch of --batch-size {batch_size}": 4 * batch_size}, channels)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from zoo.training.errors import UserError
+from zoo.training.memory_bounds import as_given, check_decoded_images
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
@@ -52,21 +54,30 @@ def is_idx_folder(folder: str | os.PathLike) -> bool:
 
 
 def load_idx_split(folder: str | os.PathLike = FASHION_MNIST_DIR, split: str = "train",
-                   image_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+                   image_size: int = 32, limit_per_class: int | None = None, seed: int = 0,
+                   names: Mapping[str, str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One split of an MNIST-style folder as RGB uint8 `(N, S, S, 3)` images and labels.
 
     The 28 x 28 grey images are padded with black to 32 x 32 (the CIFAR size, so that a
     CIFAR-10 ViT fine-tunes at the resolution it was trained at), repeated on three
-    channels, and resized when `image_size` is not 32.
+    channels, and resized when `image_size` is not 32: the images kept are bounded by the
+    machine's memory first (`zoo.training.memory_bounds.check_decoded_images`).
 
     Args:
         folder: the folder of IDX files (Fashion-MNIST's Debian location by default).
         split: "train" or "test".
         image_size: side of the returned images.
+        limit_per_class: keep a random subset of at most this many images per class (chosen
+            as `zoo.training.image_data.rows_per_class` does), before resizing.
+        seed: seed of that subset.
+        names: how the caller's user gives `image_size` and `limit_per_class`, for the
+            memory bound's message (`{"image_size": "--image-size"}`); by default as these
+            arguments.
 
     Raises:
-        ValueError: an unknown split; FileNotFoundError: missing files (the message says
-            how to install Fashion-MNIST).
+        ValueError: an unknown split, or images that would not fit in memory;
+            FileNotFoundError: missing files (the message says how to install
+            Fashion-MNIST).
     """
     if split not in _SPLITS:
         raise UserError(f"split must be one of {sorted(_SPLITS)}; got {split!r}")
@@ -83,11 +94,23 @@ def load_idx_split(folder: str | os.PathLike = FASHION_MNIST_DIR, split: str = "
     if images.ndim != 3 or len(images) != len(labels):
         raise UserError(f"{paths[0]} holds {images.shape}, {paths[1]} {labels.shape}: not "
                         "a split of grey images and their labels")
-    images = np.pad(images, ((0, 0), (2, 2), (2, 2)))
-    images = np.repeat(images[..., None], 3, axis=-1)
-    if image_size != images.shape[1]:
-        from PIL import Image
+    if limit_per_class:
+        from zoo.training.image_data import rows_per_class
 
-        images = np.stack([np.asarray(Image.fromarray(im).resize(
-            (image_size, image_size), Image.BICUBIC)) for im in images])
-    return images, labels
+        rows = rows_per_class(labels, int(labels.max()) + 1, limit_per_class, seed)
+        images, labels = images[rows], labels[rows]
+    images = np.pad(images, ((0, 0), (2, 2), (2, 2)))
+    if image_size == images.shape[1]:
+        return np.repeat(images[..., None], 3, axis=-1), labels
+    limited = (f" ({as_given('limit_per_class', limit_per_class, names)})"
+               if limit_per_class else "")
+    check_decoded_images(len(images), image_size, f"resizing {paths[0]}",
+                         f"the {len(images):,} images of {folder}{limited}",
+                         as_given("image_size", image_size, names))
+    from PIL import Image
+
+    resized = np.empty((len(images), image_size, image_size, 3), np.uint8)
+    for index, image in enumerate(images):
+        grey = Image.fromarray(image).resize((image_size, image_size), Image.BICUBIC)
+        resized[index] = np.asarray(grey)[..., None]
+    return resized, labels

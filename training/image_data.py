@@ -12,13 +12,14 @@ that build tf.data. File reading (`load_image`, `scan_image_folder`) lives in
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 
 import numpy as np
 
 from zoo.training.errors import UserError
 from zoo.layers.validation import image_size_pair, positive_int
-from zoo.training.image_files import load_image, scan_image_folder
+from zoo.training.image_files import load_images, scan_image_folder, stored_size
+from zoo.training.memory_bounds import as_given, check_decoded_images
 from zoo.training.progress import Step
 
 
@@ -43,11 +44,14 @@ def load_image_folder_numpy(
     seed: int = 0,
     num_threads: int | None = None,
     progress: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Decodes a class-folder dataset into memory with PIL: the input path for JAX.
 
     Images come back in `scan_image_folder` order (class by class, sorted by path); shuffle
-    with `train_validation_split` / a permutation in the training loop.
+    with `train_validation_split` / a permutation in the training loop. Before the first is
+    decoded, the set is bounded by the machine's memory
+    (`zoo.training.memory_bounds.check_decoded_images`).
 
     Args:
         directory: the dataset folder.
@@ -58,14 +62,17 @@ def load_image_folder_numpy(
         num_threads: decoding threads (PIL releases the GIL while decoding); `None` uses up to
             8, limited by the CPU count.
         progress: say the decoding on stderr as it goes (`zoo.training.progress.Step`).
+        names: how the caller's user gives `image_size` and `limit_per_class`, for the
+            memory bound's message (`{"image_size": "--image-size"}`); by default as
+            these arguments.
 
     Returns:
         `(images, labels, class_names)`: uint8 `(N, height, width, 3)`, int32 `(N,)` and the
         class names.
 
     Raises:
-        The errors of `scan_image_folder` and `load_image`; ValueError when `image_size` is
-        `None` and image sizes differ.
+        The errors of `scan_image_folder` and `load_image`; UserError when the images would
+        not fit in memory, or `image_size` is `None` and image sizes differ.
     """
     size = None if image_size is None else image_size_pair(image_size)
     limit_per_class = positive_int(limit_per_class, "limit_per_class", optional=True)
@@ -74,26 +81,17 @@ def load_image_folder_numpy(
         keep = rows_per_class(labels, len(class_names), limit_per_class, seed)
         paths = [paths[i] for i in keep]
         labels = labels[keep]
-    if num_threads is None:
-        num_threads = max(1, min(8, os.cpu_count() or 1))
+    limited = (f" ({as_given('limit_per_class', limit_per_class, names)})"
+               if limit_per_class else "")
+    check_decoded_images(
+        len(paths), size or stored_size(paths[0]), f"decoding {directory}",
+        f"the {len(paths):,} images of {directory}{limited}",
+        as_given("image_size", image_size, names) if size else "their stored size")
     step = Step(f"decoding {len(paths):,} images from {directory}", total=len(paths),
                 enabled=progress)
-    with ThreadPoolExecutor(max_workers=num_threads) as pool, step:
-        def decode(path):
-            image = load_image(path, size)
-            step.advance()
-            return image
-
-        decoded = list(pool.map(decode, paths, chunksize=64))
-    if size is None:
-        first = decoded[0].shape
-        for path, array in zip(paths, decoded):
-            if array.shape != first:
-                raise UserError(
-                    f"images differ in size ({paths[0]} is {first[:2]}, {path} is "
-                    f"{array.shape[:2]}); pass image_size=(height, width) to resize them"
-                )
-    return np.stack(decoded), labels, class_names
+    with step:
+        images = load_images(paths, size, num_threads, step)
+    return images, labels, class_names
 
 
 def train_validation_split(

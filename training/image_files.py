@@ -21,7 +21,10 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -150,6 +153,75 @@ def load_image(path: str | os.PathLike, image_size=None) -> np.ndarray:
         resized = Image.fromarray(array).resize((size[1], size[0]), Image.Resampling.BILINEAR)
         array = np.asarray(resized, dtype=np.uint8)
     return array
+
+
+def stored_size(path: str | os.PathLike) -> tuple[int, int]:
+    """`(height, width)` of an image file, from its header (nothing decoded).
+
+    Raises:
+        UserError: the file is not an image PIL can read.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.height, image.width
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise UserError(f"cannot decode image file {path}: {reason}") from error
+
+
+def load_images(paths: Sequence[str | os.PathLike], image_size=None,
+                num_threads: int | None = None, step: Any = None) -> np.ndarray:
+    """Decodes image files (`load_image`) into one uint8 `(N, height, width, 3)` array, made
+    before the first is decoded, on threads (PIL releases the GIL while decoding).
+
+    The set takes its bytes once: there is no list of decoded images beside a stacked copy
+    of them. Bound it first (`zoo.training.memory_bounds.check_decoded_images`).
+
+    Args:
+        paths: the files, in the order of the array's rows.
+        image_size: `(height, width)` (or one int) every image is resized to; None keeps
+            the stored size, which must then be the first image's for every image.
+        num_threads: decoding threads; None: up to 8, limited by the CPU count.
+        step: a `zoo.training.progress.Step` to `advance` per image, or None.
+
+    Returns:
+        The images, uint8 `(len(paths), height, width, 3)`.
+
+    Raises:
+        The errors of `load_image`; UserError when `image_size` is None and sizes differ.
+    """
+    if not paths:
+        raise UserError("no image files to decode")
+    first = None
+    if image_size is None:
+        first = load_image(paths[0])
+        size = first.shape[:2]
+    else:
+        from zoo.layers.validation import image_size_pair
+
+        size = image_size_pair(image_size)
+    images = np.empty((len(paths), *size, 3), np.uint8)
+    if first is not None:
+        images[0] = first
+
+    def decode(index: int) -> None:
+        array = load_image(paths[index], image_size)
+        if array.shape[:2] != tuple(size):
+            raise UserError(f"images differ in size ({paths[0]} is {tuple(size)}, "
+                            f"{paths[index]} is {array.shape[:2]}); pass image_size=(height, "
+                            "width) to resize them")
+        images[index] = array
+        if step is not None:
+            step.advance()
+
+    threads = num_threads or max(1, min(8, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(decode, range(int(first is not None), len(paths)), chunksize=64))
+    if first is not None and step is not None:
+        step.advance()
+    return images
 
 
 def _bomb_message(path: Path, error: Exception) -> str:

@@ -10,6 +10,11 @@ machine's physical memory, naming the largest part and the argument behind it:
     check_allocation({"the classifier head (num_classes=1000000000 x hidden_dim=768)":
                       4 * 768 * 10**9}, "VisionTransformer")
 
+A set of images decoded at one size (a training set at `--image-size 1024`, `zoo classify`'s
+files, a TFDS split) is bounded the same way before its first image is decoded
+(`check_decoded_images`): its count times height x width x channels bytes, and what is held
+beside it (a float32 copy, a batch), each named by the flag or argument behind it.
+
 Why not the backend's own error: it comes after the work (a download, a conversion, the
 images read) and names an op, not the argument; and on a CPU an allocation the memory cannot
 hold may not fail at all until the machine runs out.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from zoo.training.errors import UserError
 
@@ -72,3 +78,51 @@ def check_allocation(parts: Mapping[str, int], what: str, limit: int | None = No
                         f"machine's {readable_bytes(limit)} of memory; the most is "
                         f"{largest}: {readable_bytes(int(parts[largest]))}")
     return total
+
+
+def check_decoded_images(count: int, image_size: int | tuple[int, int], what: str,
+                         images: str, size: str, beside: Mapping[str, int] | None = None,
+                         channels: int = 3, limit: int | None = None) -> int:
+    """Refuses, in one line and before the first of them is decoded, `count` uint8 images
+    decoded at `image_size` that would not fit in memory with what is held beside them
+    (`check_allocation`).
+
+    Args:
+        count: the images decoded and held at once.
+        image_size: their side, or `(height, width)`.
+        what: what decodes them, for the message (`zoo classify`, `this run`).
+        images: which images, as the user gave them (`the 3 IMAGE arguments`, `the 600
+            images of --data DIR`).
+        size: where their size comes from, as the user gave it (`--image-size 1024`).
+        beside: what is held with them at once, each as the number of decoded images its
+            bytes come to (a float32 copy of them all: `4 * count`; a float32 batch of 128:
+            `4 * 128`), by a description that names the argument behind it.
+        channels: values per pixel.
+        limit: as `check_allocation`'s (the machine's memory when None).
+
+    Returns:
+        The total bytes.
+
+    Raises:
+        zoo.UserError: the total is above the limit; the message names the largest part.
+
+    Example:
+        >>> check_decoded_images(1000, 32, "zoo classify", "the 1,000 IMAGE arguments",
+        ...                      "image_size 32", {"their float32 copy": 4000}, limit=10**9)
+        15360000
+    """
+    height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
+    each = int(height) * int(width) * int(channels)
+    parts = {f"{images} at {size} ({height} x {width} x {channels} bytes each)":
+             int(count) * each}
+    parts.update({name: int(n) * each for name, n in (beside or {}).items()})
+    return check_allocation(parts, what, limit)
+
+
+def as_given(argument: str, value: Any, names: Mapping[str, str] | None = None) -> str:
+    """An argument and its value as the user gave them, for a message: `--image-size 1024`
+    where `names` says how the user writes `argument` (`{"image_size": "--image-size"}`),
+    else as a Python argument, `image_size=1024`."""
+    if names and argument in names:
+        return f"{names[argument]} {value}"
+    return f"{argument}={value!r}"

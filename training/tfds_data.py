@@ -21,11 +21,13 @@ import functools
 import os
 import re
 import socket
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from zoo.training.errors import UserError
+from zoo.training.memory_bounds import as_given, check_decoded_images
 from zoo.layers.validation import image_size_pair, positive_int
 
 PREFIX = "tfds:"
@@ -219,7 +221,8 @@ def tfds_image_dataset(
         seed: shuffle seed.
 
     Returns:
-        A `tf.data.Dataset` of `(images uint8 (batch, height, width, 3), labels int32)`.
+        A `tf.data.Dataset` of `(images uint8 (batch, height, width, 3), labels int32)`;
+        its `examples` attribute is the number of images where TFDS knows it, else None.
     """
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"name must be a TFDS dataset name such as 'cifar10'; got {name!r}")
@@ -257,49 +260,71 @@ def tfds_image_dataset(
         image = tf.cond(same_size, lambda: image, resize)
         return tf.ensure_shape(image, (height, width, 3)), tf.cast(label, tf.int32)
 
+    examples = int(dataset.cardinality())
     if shuffle:
         dataset = dataset.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(to_rgb, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    dataset.examples = examples if examples >= 0 else None
+    return dataset
 
 
 def tfds_image_arrays(
-    spec: str | TfdsSpec, image_size, limit_per_class: int | None = None, seed: int = 0
+    spec: str | TfdsSpec, image_size, limit_per_class: int | None = None, seed: int = 0,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """A TFDS image classification split in memory, as the recipes hold a class folder.
+
+    The whole split is read at `image_size` (then `limit_per_class` picks from it): bounded
+    by the machine's memory before the first image is read where TFDS knows the split's
+    size, else as the images arrive (`zoo.training.memory_bounds.check_decoded_images`).
 
     Args:
         spec: `tfds:NAME[:SPLIT]` (split `train` when absent) or a parsed `TfdsSpec`.
         image_size: `(height, width)` (or one int) every image is resized to.
         limit_per_class: keep a random subset of at most this many images per class.
         seed: seed of that subset.
+        names: how the caller's user gives `image_size`, for the memory bound's message
+            (`{"image_size": "--image-size"}`); by default as this argument.
 
     Returns:
         `(images, labels, class_names)`: uint8 `(N, height, width, 3)` in the split's stored
         order, int32 `(N,)`, and the label's class names.
 
     Raises:
-        UserError: an unknown dataset or split, a dataset without class labels, or an empty
-            split.
+        UserError: an unknown dataset or split, a dataset without class labels, an empty
+            split, or a split that would not fit in memory at `image_size`.
     """
     from zoo.training.image_data import rows_per_class  # image_data loads nothing heavy
 
     spec = parse_tfds_spec(spec) if isinstance(spec, str) else spec
     limit_per_class = positive_int(limit_per_class, "limit_per_class", optional=True)
-    names = class_label_names(tfds_builder(spec.name), spec)
-    batches = tfds_image_dataset(spec.name, spec.split, image_size, batch_size=512,
-                                 shuffle=False).as_numpy_iterator()
+    names_of_classes = class_label_names(tfds_builder(spec.name), spec)
+    dataset = tfds_image_dataset(spec.name, spec.split, image_size, batch_size=512,
+                                 shuffle=False)
+
+    def bound(count: int) -> None:  # the batches read, and their joined copy
+        check_decoded_images(count, image_size_pair(image_size), f"reading {spec}",
+                             f"the {count:,} images of {spec}",
+                             as_given("image_size", image_size, names),
+                             {"their joined copy": count})
+
+    if dataset.examples is not None:
+        bound(dataset.examples)
     images, labels = [], []
-    for image_batch, label_batch in batches:
+    for image_batch, label_batch in dataset.as_numpy_iterator():
         images.append(image_batch)
         labels.append(label_batch)
+        if dataset.examples is None:
+            bound(sum(len(batch) for batch in images))
     if not images:
         raise UserError(f"{spec} holds no images")
     images_array, labels_array = np.concatenate(images), np.concatenate(labels)
+    del images
     if limit_per_class is not None:
-        rows = rows_per_class(labels_array, len(names), limit_per_class, seed)
+        rows = rows_per_class(labels_array, len(names_of_classes), limit_per_class, seed)
         images_array, labels_array = images_array[rows], labels_array[rows]
-    return images_array, labels_array.astype("int32"), names
+    return images_array, labels_array.astype("int32"), names_of_classes
 
 
 def tfds_translation_pairs(

@@ -179,12 +179,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
     import numpy as np
 
     from zoo.hub.loader import load
-    from zoo.training.image_files import load_image
     from zoo.models.vit.model import VisionTransformer
 
     model = load(args.model, expect=VisionTransformer)
-    images = [load_image(path, image_size=model.image_size) for path in args.images]
-    results = model.classify(np.stack(images), top_k=args.top_k)
+    images = image_arguments(args, model.image_size)
+    results = model.classify(images, top_k=args.top_k)
     for path, top in zip(args.images, results):
         shown = _printable(path)
         for label, probability in top:
@@ -206,6 +205,23 @@ def cmd_classify(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
 
+def image_arguments(args: argparse.Namespace, image_size: Any) -> Any:
+    """The IMAGE arguments decoded at the model's `image_size` into one uint8 array, once
+    they are known to fit in memory with the float32 copy the model makes of them all
+    (`zoo.training.memory_bounds.check_decoded_images`): one line naming them and --model,
+    before the first is decoded."""
+    from zoo.training.image_files import load_images
+    from zoo.training.memory_bounds import check_decoded_images
+
+    count = len(args.images)
+    check_decoded_images(
+        count, image_size, f"zoo {args.command}", f"the {count:,} IMAGE arguments",
+        f"the image size of --model {args.model}",
+        {f"the float32 copy of the {count:,} IMAGE arguments for --model {args.model}":
+         4 * count})
+    return load_images(args.images, image_size)
+
+
 def notes_on_stderr() -> typing.ContextManager:
     """Within the block, what the work prints (Keras' progress, a recipe's notes) goes to
     stderr: stdout holds only the command's result, printed after the block, so that it
@@ -222,16 +238,12 @@ def _classify_zero_shot(args: argparse.Namespace) -> None:
                         f"{args.labels!r}")
     if args.attention:
         raise UserError("--attention draws a ViT's attention; it does not go with --labels")
-    import numpy as np
-
     from zoo.hub.loader import load
     from zoo.models.clip.model import CLIP
-    from zoo.training.image_files import load_image
 
     model = load(args.model, expect=CLIP)
-    images = [load_image(path, image_size=model.backbone.image_size) for path in args.images]
-    results = model.classify(np.stack(images), labels, top_k=args.top_k,
-                             template=args.template)
+    images = image_arguments(args, model.backbone.image_size)
+    results = model.classify(images, labels, top_k=args.top_k, template=args.template)
     for path, top in zip(args.images, results):
         for label, probability in top:
             print(f"{_printable(path)}\t{label}\t{probability:.4f}")
@@ -239,15 +251,11 @@ def _classify_zero_shot(args: argparse.Namespace) -> None:
 
 def cmd_caption(args: argparse.Namespace) -> None:
     """`zoo caption`: one `path<TAB>caption` line per image, in the order given."""
-    import numpy as np
-
     from zoo.hub.loader import load
     from zoo.models.captioner.captioner import ImageCaptioner
-    from zoo.training.image_files import load_image
 
     model = load(args.model, expect=ImageCaptioner)
-    size = model.encoder.image_shape[:2]
-    images = np.stack([load_image(path, image_size=size) for path in args.images])
+    images = image_arguments(args, tuple(model.encoder.image_shape[:2]))
     captions = model.caption(images, beam_size=args.beam_size, max_length=args.max_length)
     _write_lines([f"{_printable(path)}\t{caption}"
                   for path, caption in zip(args.images, captions)])

@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zoo.cli.line_reader import argument_bytes, utf8_problem
-from zoo.cli.parser import build_parser
 from zoo.cli.stdout_faults import StdoutClosed, fault_naming_stdout
 from zoo.training.errors import FILE_ERRORS, UserError
 from zoo.runtime import keep_jax_out_of_tensorflow, use_onednn
-from zoo.training.interrupts import interrupted, note_interrupts
+from zoo.training.interrupts import interrupted, noting_interrupts, say_interrupted
 from zoo.training.files.disk_faults import describe, disk_fault
 
 # The zoo's own packages: their errors and warnings are the zoo's.
@@ -52,6 +51,14 @@ RECIPE_COMMANDS = ("train", "finetune")
 KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 
 
+def build_parser(recipes: bool = True) -> argparse.ArgumentParser:
+    """The `zoo` command's parser (zoo/cli/parser.py), whose modules (every subcommand's)
+    load here, once `main` notes Ctrl-C, rather than as this module loads, before it can."""
+    from zoo.cli import parser
+
+    return parser.build_parser(recipes)
+
+
 def _command_of(argv: Sequence[str]) -> str | None:
     """The subcommand named in `argv` (the first word that is not an option), if any."""
     return next((a for a in argv if not a.startswith("-")), None)
@@ -66,12 +73,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     status 2; any other exception is the zoo's bug and propagates (the console script prints
     its traceback, status 1). Status 1 returned: `zoo translate` finished, but some stdin
     lines or TEXT arguments were not valid UTF-8 (their output lines are empty); 141: stdout
-    was closed early; 130: interrupted (Ctrl-C), one line.
+    was closed early; 130: interrupted (Ctrl-C), one line, wherever it lands.
+
+    One path does not return: a Ctrl-C while a module is being imported (the start-up's JAX,
+    Keras and TensorFlow) ends the process there, with that line and status 130
+    (`zoo.training.interrupts`; the interpreter's teardown aborted in C++ on JAX). Ctrl-C is
+    noted from this function's first line; the SIGINT handler from before is back when it
+    returns.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    with noting_interrupts():
+        try:
+            return _run(argv)
+        except KeyboardInterrupt:  # while the arguments and files are checked
+            from zoo.cli.quiet import verbose_requested
+
+            if verbose_requested(argv):
+                raise
+            return _interrupted_exit()
+
+
+def _run(argv: list[str]) -> int:
+    """`main`'s work, with Ctrl-C noted (`zoo.training.interrupts`)."""
     from zoo.cli.quiet import filtered_stderr, verbose_requested
 
     use_onednn()
-    argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
     verbose = verbose_requested(argv)
     parser = build_parser(recipes=command in RECIPE_COMMANDS)
@@ -88,7 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet = filtered_stderr(verbose or args.verbose) if args.command in TENSORFLOW_COMMANDS else (
         contextlib.nullcontext())
     status = 0
-    note_interrupts()
     utf8_stdout()
     with quiet, own_warnings_in_one_line(not (verbose or args.verbose)):
         try:
@@ -151,9 +176,7 @@ def _interrupted_exit() -> int:
     """Ctrl-C: stdout's whole lines flushed, one line on stderr, status 130."""
     from zoo.cli.quiet import filter_until_exit
 
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-    print("zoo: interrupted", file=sys.stderr)
+    say_interrupted()
     filter_until_exit()
     return 130
 

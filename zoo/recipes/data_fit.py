@@ -105,6 +105,8 @@ def fit_to_data(recipe: Any, num_images: int, say: Callable[[str], None] = print
       leaves no training image is refused.
     - A `batch_size` of None (fine-tuning's default) becomes `finetune_batch_size`; one
       larger than the training split is reduced to it, said through `say`.
+    - The images the run holds at once are bounded by the machine's memory
+      (`check_run_memory`).
     - A run whose epochs all fall in the warm-up (`epochs <= warmup_epochs`: the rate never
       reaches its peak and decays from it) is said to learn little, on stdout.
 
@@ -117,7 +119,8 @@ def fit_to_data(recipe: Any, num_images: int, say: Callable[[str], None] = print
         A new recipe (`dataclasses.replace`); the given one is unchanged.
 
     Raises:
-        UserError: fewer than two images, or a `--validation-size` that leaves none to train.
+        UserError: fewer than two images, a `--validation-size` that leaves none to train,
+            or images that would not fit in memory (`check_run_memory`).
     """
     if num_images < 2:
         raise UserError(f"--data {recipe.data} holds {num_images} image(s); a training run "
@@ -136,8 +139,53 @@ def fit_to_data(recipe: Any, num_images: int, say: Callable[[str], None] = print
         say(f"zoo: --batch-size {recipe.batch_size} is more than the {training} training "
             f"images; using --batch-size {training}")
         changes["batch_size"] = training
+    check_run_memory(dataclasses.replace(recipe, **changes), num_images)
     if recipe.epochs <= recipe.warmup_epochs:
         say(f"zoo: note: --epochs {recipe.epochs} is not more than --warmup-epochs "
             f"{recipe.warmup_epochs}: the learning rate is still warming up when the run "
             "ends, so it learns little; give --warmup-epochs 0 or more --epochs")
     return dataclasses.replace(recipe, **changes)
+
+
+# Where a recipe's fields come from on the command line: its flags.
+IMAGE_FLAGS = {"image_size": "--image-size", "limit_per_class": "--limit-per-class"}
+# Images a validation batch holds (`fit`'s validation_batch_size, `evaluate_arrays`).
+VALIDATION_BATCH = 256
+
+
+def check_run_memory(recipe: Any, num_images: int) -> int:
+    """Refuses, in one line naming the flags, a ViT run whose images would not fit in this
+    machine's memory, before they are decoded: `num_images` decoded at `--image-size`, their
+    training and validation copies, the training images on the device with
+    `--data-placement device`, and a float32 batch (`--batch-size`, or a validation batch
+    where that is larger).
+
+    Args:
+        recipe: a `ViTRecipe` with its split and batch resolved (`fit_to_data`).
+        num_images: the images the run reads.
+
+    Returns:
+        The bytes counted.
+
+    Raises:
+        UserError: more than the machine's memory
+            (`zoo.training.memory_bounds.check_decoded_images`).
+    """
+    from zoo.training.memory_bounds import check_decoded_images
+
+    validation = recipe.validation_size
+    limited = f" (--limit-per-class {recipe.limit_per_class})" if recipe.limit_per_class else ""
+    beside = {f"their training and validation copies (--validation-size {validation})":
+              num_images}
+    if recipe.data_placement == "device":
+        beside["the training images on the device (--data-placement device)"] = (
+            num_images - validation)
+    batch = min(VALIDATION_BATCH, validation)
+    if recipe.batch_size >= batch:
+        beside[f"a float32 batch of --batch-size {recipe.batch_size}"] = 4 * recipe.batch_size
+    else:
+        beside[f"a float32 validation batch of {batch}"] = 4 * batch
+    return check_decoded_images(
+        num_images, recipe.image_size, "this run",
+        f"the {num_images:,} images of --data {recipe.data}{limited}",
+        f"--image-size {recipe.image_size}", beside)

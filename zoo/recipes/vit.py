@@ -42,7 +42,7 @@ from zoo.training.idx_data import (
     load_idx_split,
 )
 from zoo.training.batch_norm import PreciseBatchNorm, batch_norm_layers
-from zoo.training.image_data import load_image_folder_numpy, rows_per_class, train_validation_split
+from zoo.training.image_data import load_image_folder_numpy, train_validation_split
 from zoo.training.image_files import scan_image_folder
 from zoo.training.tfds_data import (
     is_tfds_spec,
@@ -51,13 +51,15 @@ from zoo.training.tfds_data import (
     tfds_image_arrays,
 )
 from zoo.training.optimizers import adamw_no_decay_on_norms
+from zoo.training.memory_bounds import check_decoded_images
 from zoo.training.progress import Step
 from zoo.training.run import finish_run, fit_resumably, resume, start_run
 from zoo.training.schedules import WarmupCosine
 from zoo.training.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import ViTRecipe
-from zoo.recipes.data_fit import check_output_outside_data, fit_to_data
+from zoo.recipes.data_fit import (IMAGE_FLAGS, VALIDATION_BATCH, check_output_outside_data,
+                                  count_images, fit_to_data)
 from zoo.recipes.finetune import layer_decay_multipliers
 from zoo.recipes.multiprocess import check_recipe_job, run_recipe
 from zoo.training.distribution import ProcessShard, predict_in_batches, process_count
@@ -95,22 +97,26 @@ def load_images(recipe: ViTRecipe) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if is_tfds_spec(recipe.data):
         with Step(f"reading {recipe.data} (TFDS downloads it the first time)"):
             return tfds_image_arrays(recipe.data, recipe.image_size,
-                                     limit_per_class=recipe.limit_per_class, seed=recipe.seed)
+                                     limit_per_class=recipe.limit_per_class, seed=recipe.seed,
+                                     names=IMAGE_FLAGS)
     folder = Path(recipe.data)
-    if folder.is_dir() and is_idx_folder(folder):
-        images, labels = load_idx_split(folder, "train", image_size=recipe.image_size)
+    idx = folder.is_dir() and is_idx_folder(folder)
+    if not idx:
+        if folder.name.endswith(ARCHIVE_SUFFIXES):
+            folder = extracted_class_folder(folder, Path(recipe.output) / "data")
+        _require_two_classes(scan_image_folder(folder)[2], recipe.data)  # before decoding
+    count = count_images(str(folder), recipe.limit_per_class)
+    if count is not None:  # the run's images, bounded by memory before they are decoded
+        fit_to_data(recipe, count, say=lambda line: None)
+    if idx:
+        images, labels = load_idx_split(folder, "train", recipe.image_size,
+                                        recipe.limit_per_class, recipe.seed, IMAGE_FLAGS)
         names = (list(FASHION_MNIST_CLASSES) if folder.resolve() == FASHION_MNIST_DIR.resolve()
                  else [str(c) for c in range(int(labels.max()) + 1)])
-        if recipe.limit_per_class:
-            rows = rows_per_class(labels, len(names), recipe.limit_per_class, recipe.seed)
-            images, labels = images[rows], labels[rows]
         return images, labels, names
-    if folder.name.endswith(ARCHIVE_SUFFIXES):
-        folder = extracted_class_folder(folder, Path(recipe.output) / "data")
-    _require_two_classes(scan_image_folder(folder)[2], recipe.data)  # before decoding
     return load_image_folder_numpy(folder, image_size=recipe.image_size,
                                    limit_per_class=recipe.limit_per_class, seed=recipe.seed,
-                                   progress=True)
+                                   progress=True, names=IMAGE_FLAGS)
 
 
 def _require_two_classes(class_names: list[str], data: str | None) -> None:
@@ -337,7 +343,8 @@ def _train_vit(recipe: ViTRecipe) -> dict:
     history, seconds = fit_resumably(
         trained, fit_data, out, recipe.epochs, initial_epoch, callbacks=callbacks,
         checkpoint_every=recipe.checkpoint_every, facts=facts, validation_data=validation,
-        validation_batch_size=256, validation_freq=validation_epochs(recipe), **fit_options)
+        validation_batch_size=VALIDATION_BATCH, validation_freq=validation_epochs(recipe),
+        **fit_options)
     final = evaluate_arrays(model, images[valid_rows], labels[valid_rows])
     return finish_run(
         out, model, recipe, history, seconds, initial_epoch,
@@ -371,7 +378,7 @@ def validation_epochs(recipe: ViTRecipe) -> list[int]:
 
 
 def evaluate_arrays(model: VisionTransformer, images: np.ndarray, labels: np.ndarray,
-                    batch_size: int = 256) -> dict:
+                    batch_size: int = VALIDATION_BATCH) -> dict:
     """Top-1, top-5 (None for 5 classes or fewer, where it is always 1) and the confusion
     matrix of `model` on uint8 images and int labels."""
     logits = predict_in_batches(model, images, batch_size=batch_size)
@@ -390,18 +397,26 @@ def evaluate_vit(model: VisionTransformer, data: str, confusion_matrix_path: str
     (`tfds:NAME[:SPLIT]`, split `test` when absent), whose class names are the model's;
     optionally draws the confusion matrix."""
     names = list(model.class_names or [])
+    size_named = {"image_size": "the model's image_size"}
     if is_tfds_spec(data):
         spec = parse_tfds_spec(data, default_split="test")
         with Step(f"reading {spec}"):
             images, labels, data_classes = tfds_image_arrays(
-                spec, model.image_size, limit_per_class=limit_per_class)
+                spec, model.image_size, limit_per_class=limit_per_class, names=size_named)
         _check_known_classes(data_classes, names, data)
     else:
         _, _, data_classes = scan_image_folder(data)
         _check_known_classes(data_classes, names, data)  # before decoding anything
+        count = count_images(data, limit_per_class) or 0
+        batch = min(VALIDATION_BATCH, count)
+        check_decoded_images(count, model.image_size, "evaluating",
+                             f"the {count:,} images of --data {data}",
+                             f"the model's image_size {model.image_size}",
+                             {f"a float32 batch of {batch} of them at the model's image_size "
+                              f"{model.image_size}": 4 * batch})
         images, labels, _ = load_image_folder_numpy(data, image_size=model.image_size,
                                                     limit_per_class=limit_per_class,
-                                                    progress=True)
+                                                    progress=True, names=size_named)
     labels = np.array([names.index(data_classes[i]) for i in labels], "int32")
     with Step(f"classifying {len(labels):,} images"):
         scores = evaluate_arrays(model, images, labels)
