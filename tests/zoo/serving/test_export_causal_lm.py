@@ -1,7 +1,8 @@
 """A causal language model's SavedModel as the model server runs it (XLA off, a fresh process
 importing only TensorFlow and TF Text, a TF1 session, the warm-up replayed, left-out inputs
 from the signature's defaults): served greedy completions equal `CausalLM.generate`'s, alone
-and beside other prompts; a seeded draw repeats; a request past a cap is refused naming it."""
+and beside other prompts, both reading the start token before each prompt; a seeded draw
+repeats; a request past a cap is refused naming it."""
 
 import keras
 import pytest
@@ -47,8 +48,12 @@ def test_served_greedy_equals_generate_alone_and_in_a_batch_and_seeds_repeat(exp
         POSITIONS), sampler="greedy")
     batch = serve(version, {"prompts": prompts, "max_new_tokens": 7})
     assert batch["completions"] == expected
-    # The test can fail: the continuations are not empty and not all alike.
+    # The test can fail: the continuations are not empty and not all alike, and the start
+    # token that both sides read before each prompt changes some of them.
     assert all(n > 0 for n in batch["new_tokens"][:3]) and len(set(expected)) == 4
+    tokenizer = lm.preprocessor.tokenizer
+    assert expected[:3] != [p + text for p, text in zip(prompts, tokenizer.decode(
+        lm.generate_ids(tokenizer.encode(prompts[:3]), max_new_tokens=7)))]
     sampled = {"prompts": prompts, "temperature": 1.5, "top_p": 0.95, "seed": 11,
                "max_new_tokens": 7}
     first, again = serve(version, sampled), serve(version, sampled)
@@ -58,7 +63,8 @@ def test_served_greedy_equals_generate_alone_and_in_a_batch_and_seeds_repeat(exp
 @pytest.mark.slow
 def test_requests_past_a_cap_are_refused_naming_it(exported_lm):
     _, version = exported_lm
-    tokens, new = prompt_token_cap(POSITIONS), new_token_cap(POSITIONS)
+    # The prompt's text, its start token not counted.
+    tokens, new = prompt_token_cap(POSITIONS, add_start_token=True), new_token_cap(POSITIONS)
     long_prompt = "np.array([b' a' * %d], dtype=object)" % (tokens + 1)
     check_request_table(version, [
         ("at the caps", "serving_default",
