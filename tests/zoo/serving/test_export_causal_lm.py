@@ -17,10 +17,12 @@ pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
 POSITIONS = 48
 
 
-@pytest.fixture(scope="module")
-def exported_lm(tmp_path_factory):
+def _exported(tmp_path_factory, name, quantized=False):
+    """A tiny GPT-2 (weights from seed 3), int8 if `quantized`, and its export's version
+    folder."""
     from zoo.models.causal_lm.causal_lm import CausalLM
     from zoo.models.causal_lm.preprocessor import CausalLMPreprocessor
+    from zoo.models.quantization import quantize_model
     from zoo.serving.export import export_model
     from zoo.serving.model_server import xla_only_op_types
     from zoo.text.byte_pair import BytePairTokenizer
@@ -32,9 +34,16 @@ def exported_lm(tmp_path_factory):
                                     attention_dropout=0.0)
     lm.preprocessor = CausalLMPreprocessor(tokenizer, sequence_length=24)
     lm.ensure_built()
-    version = export_model(lm, tmp_path_factory.mktemp("serving"), name="lm")
+    if quantized:
+        quantize_model(lm)
+    version = export_model(lm, tmp_path_factory.mktemp("serving"), name=name)
     assert not xla_only_op_types(version)
     return lm, version
+
+
+@pytest.fixture(scope="module")
+def exported_lm(tmp_path_factory):
+    return _exported(tmp_path_factory, "lm")
 
 
 @pytest.mark.slow
@@ -85,3 +94,22 @@ def test_requests_past_a_cap_are_refused_naming_it(exported_lm):
          {"prompts": "np.array([b'a'], dtype=object)", "top_p": "np.float32(0)"},
          "[top_p must be in (0, 1]; got]"),
     ])
+
+
+@pytest.mark.slow
+def test_an_int8_export_serves_what_the_int8_model_generates(tmp_path_factory):
+    import numpy as np
+
+    lm, version = _exported(tmp_path_factory, "lm-int8", quantized=True)
+    prompts = ["The cat sat", "Once upon a time there was a little", ""]
+    served = serve(version, {"prompts": prompts, "max_new_tokens": 7})
+    assert served["completions"] == lm.generate(prompts, max_new_tokens=7)
+    assert all(n > 0 for n in served["new_tokens"][:2])
+    import tensorflow as tf
+
+    stored = tf.train.load_checkpoint(str(version / "variables" / "variables"))
+    shapes, dtypes = stored.get_variable_to_shape_map(), stored.get_variable_to_dtype_map()
+    weights = [name for name, dtype in dtypes.items() if dtype in (tf.int8, tf.float32)]
+    # 2 blocks x 6 projections, and the token table (the largest weight: the tied head).
+    assert sum(dtypes[name] == tf.int8 for name in weights) == 2 * 6 + 1
+    assert dtypes[max(weights, key=lambda name: np.prod(shapes[name]))] == tf.int8
