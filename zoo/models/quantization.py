@@ -26,11 +26,12 @@ Saving: Keras saves a subclassed model's config, not its layers', and our layers
 their float sub-layers in `build()`; so the model's own dtype policy becomes a
 `keras.dtype_policies.DTypePolicyMap` naming each quantized layer by its path inside the
 model (`encoder_0/self_attention/query`, with or without the model's name in front). A
-loaded model hands that map to its layers as they are built, and each layer the map names builds int8 variables before the weights load
-(keras-hub's quantized presets work the same way). A task saved by its parts (the causal LM's
-backbone, the captioner's encoder and decoder, CLIP's towers) rebuilds each part from the
-part's own config, before the model's policy exists: each part that holds int8 layers keeps
-the same map in its config. A float model's config is unchanged.
+loaded model hands that map to its layers as they are built, and each layer the map names
+builds int8 variables before the weights load (keras-hub's quantized presets work the same
+way). A task saved by its parts (the causal LM's backbone, the captioner's encoder and
+decoder, CLIP's towers) rebuilds each part from the part's own config, before the model's
+policy exists: each part that holds int8 layers keeps the same map in its config. A float
+model's config is unchanged.
 `zoo.load` then gives each layer its own policy from the map (`settle_loaded_policies`):
 Keras' layers save their scales only when their own policy says int8.
 
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import keras
 
@@ -137,7 +138,7 @@ def _parts(model: keras.Model) -> list[keras.layers.Layer]:
     return [part for part in parts if isinstance(part, keras.layers.Layer)]
 
 
-def _shares_the_policy(model: keras.Model) -> Any:
+def _shares_the_policy(model: keras.Model) -> Callable[[keras.layers.Layer], bool]:
     """Whether a layer is built and shares the model's dtype policy, or that of a part the
     model saves by itself (a loaded causal LM's backbone has a policy object of its own), as
     opposed to a layer made with a dtype of its own (the ViT's float32 head). A layer never

@@ -1,7 +1,8 @@
 """`zoo finetune lm` on a tiny GPT-2 with a byte-level BPE vocabulary trained here: the loss
 falls, the fine-tuned model's greedy continuation follows the pattern every training line
-has (and the model it started from does not), from a plain prompt too, the run folder loads with `zoo.load` and gives
-the trained model's logits; bad input is one line naming the flag, and leaves no folder."""
+has (and the model it started from does not), `zoo generate` writes it from a plain prompt,
+the run folder loads with `zoo.load` and gives the trained model's logits; bad input is one
+line naming the flag, and leaves no folder."""
 
 from __future__ import annotations
 
