@@ -124,8 +124,11 @@ request_mb = sum(sum(len(v) for v in a.ravel()) if a.dtype == object else a.nbyt
 with PeakMemory() as request:
     outputs = model(signature, **inputs)
 rows = {key: list(value.shape) for key, value in outputs.items()}
+# Small integer outputs (a language model's `new_tokens`): what the request made.
+counts = {key: value.tolist() for key, value in outputs.items()
+          if value.dtype.kind in 'iu' and value.size <= 64}
 print(json.dumps({'loaded_mb': round(request.before_mb), 'peak_mb': round(request.peak_mb),
-                  'request_mb': round(request_mb, 1), 'rows': rows}))
+                  'request_mb': round(request_mb, 1), 'rows': rows, 'counts': counts}))
 """
 
 
