@@ -376,7 +376,8 @@ def cmd_quantize(args: argparse.Namespace) -> None:
         write_atomically(out, model.save)  # the old file stays until the new one is whole
         if folder:
             kinds = {"Translator": "translator", "VisionTransformer": "vit",
-                     "SentenceEncoder": "sentence-encoder"}
+                     "SentenceEncoder": "sentence-encoder", "CausalLM": "causal-lm",
+                     "ImageCaptioner": "captioner", "CLIP": "clip"}
             write_manifest(folder, kind=kinds[type(model).__name__],
                            description=f"{args.model} with {args.mode} weights",
                            preset=os.path.basename(folder), quantization=args.mode)

@@ -13,19 +13,25 @@ TensorFlow (`predict`, the translator's searches under XLA, an exported SavedMod
 model server runs it) the int8 weights are widened to float32 at call time instead
 (`zoo.layers.int8_route`, `route_int8_layers`): one route whatever the batch, so that an
 input's answer does not depend on what shares its request, and the Python model gives its
-export's answers. The zoo's `TokenEmbedding` (the translator's tied embedding and output projection,
-the sentence encoder's word table) keeps one scale per token row, which serves both the
-lookup and that token's logit; Keras' `Embedding` likewise. Biases, norms, position tables,
-the ViT's patch projection (a convolution), class token and float32 head stay as they are:
-together under 1% of the weights.
+export's answers. The zoo's `TokenEmbedding` (the translator's tied embedding and output
+projection, GPT-2's token table that is also its head, in the causal LM and the captioner's
+decoder, the sentence encoder's word table) keeps one scale per token row, which serves both
+the lookup and that token's logit: `logits = (h @ q^T) / s`, each token's int8 row divided by
+its own scale, so the tied head reads the very table the lookup reads, and no float copy of
+it is kept (it is GPT-2 small's largest weight, 39M of its 124M); Keras' `Embedding`
+likewise. Biases, norms, position tables, the ViT's patch projection (a convolution), class
+token and float32 head stay as they are: together under 1% of the weights.
 
 Saving: Keras saves a subclassed model's config, not its layers', and our layers create
 their float sub-layers in `build()`; so the model's own dtype policy becomes a
 `keras.dtype_policies.DTypePolicyMap` naming each quantized layer by its path inside the
 model (`encoder_0/self_attention/query`, with or without the model's name in front). A
-loaded model hands that map to its layers as
-they are built, and each layer the map names builds int8 variables before the weights load
-(keras-hub's quantized presets work the same way). A float model's config is unchanged.
+loaded model hands that map to its layers as they are built, and each layer the map names
+builds int8 variables before the weights load (keras-hub's quantized presets work the same
+way). A task saved by its parts (the causal LM's backbone, the captioner's encoder and
+decoder, CLIP's towers) rebuilds each part from the part's own config, before the model's
+policy exists: each part that holds int8 layers keeps the same map in its config. A float
+model's config is unchanged.
 `zoo.load` then gives each layer its own policy from the map (`settle_loaded_policies`):
 Keras' layers save their scales only when their own policy says int8.
 
@@ -42,7 +48,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import keras
 
@@ -55,7 +61,8 @@ MODES = ("int8",)
 # The CPU flags that decide how fast int8 and float32 products run, as /proc/cpuinfo names them.
 CPU_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "amx_bf16")
 # The model classes whose saving and serving the zoo checks with int8 weights.
-QUANTIZABLE = ("Translator", "VisionTransformer", "SentenceEncoder")
+QUANTIZABLE = ("Translator", "VisionTransformer", "SentenceEncoder", "CausalLM",
+               "ImageCaptioner", "CLIP")
 
 
 def quantized_layers(model: keras.Model) -> list[keras.layers.Layer]:
@@ -112,12 +119,32 @@ def _check(model: Any, mode: Any) -> None:
 def _ensure_built(model: keras.Model) -> None:
     """Builds every variable (Keras quantizes built layers only)."""
     from zoo.models.sentence_encoder.model import SentenceEncoder
-    from zoo.models.translator.model import Translator
+    from zoo.models.vit.model import VisionTransformer
 
-    if isinstance(model, Translator):
+    if isinstance(model, VisionTransformer):
+        if not model.built:
+            model.build((None, *model.image_shape))
+    elif isinstance(model, SentenceEncoder):
+        if not model.built:
+            model.build(None)
+    else:  # the translator and the tasks of parts (causal LM, captioner, CLIP)
         model.ensure_built()
-    elif not model.built:
-        model.build(None if isinstance(model, SentenceEncoder) else (None, *model.image_shape))
+
+
+def _parts(model: keras.Model) -> list[keras.layers.Layer]:
+    """The layers a task saves as nested objects of its config (a causal LM's backbone and
+    preprocessor: `Task._serialised_parts`); [] for a model saved by its plain arguments."""
+    parts = (getattr(model, name, None) for name in getattr(model, "_serialised_parts", ()))
+    return [part for part in parts if isinstance(part, keras.layers.Layer)]
+
+
+def _shares_the_policy(model: keras.Model) -> Callable[[keras.layers.Layer], bool]:
+    """Whether a layer is built and shares the model's dtype policy, or that of a part the
+    model saves by itself (a loaded causal LM's backbone has a policy object of its own), as
+    opposed to a layer made with a dtype of its own (the ViT's float32 head). A layer never
+    built (a preprocessor, which holds no weight) is left out: Keras refuses to quantize it."""
+    shared = {id(model.dtype_policy), *(id(part.dtype_policy) for part in _parts(model))}
+    return lambda layer: layer.built and id(layer.dtype_policy) in shared
 
 
 def _policy_map(model: keras.Model) -> keras.dtype_policies.DTypePolicyMap:
@@ -140,8 +167,10 @@ def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
     Keras' `Model.quantize(mode)` quantizes every `Dense`, `EinsumDense` and `Embedding`,
     and the zoo's `TokenEmbedding`, per output channel (per token for embeddings); the
     model's dtype policy then names those layers, so that `model.save` writes a file that
-    `zoo.load` and `keras.saving.load_model` rebuild with int8 weights. Compiled searches
-    and predict functions are dropped (they read the float weights).
+    `zoo.load` and `keras.saving.load_model` rebuild with int8 weights. Compiled searches,
+    generation functions and predict functions are dropped (they read the float weights).
+    A tied head (the translator's, GPT-2's) computes its logits from the int8 token table
+    and its per-token scales (the module docstring).
 
     The int8 model is about a quarter of the size and buys size, not speed, where
     TensorFlow runs it without XLA (served, `predict` on a CPU): there it was slower than
@@ -149,8 +178,9 @@ def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
     docstring; `int8_speed_note`).
 
     Args:
-        model: a `Translator`, `VisionTransformer` or `SentenceEncoder` with float weights
-            (float32 or bfloat16), without LoRA factors (merge them first).
+        model: a `Translator`, `VisionTransformer`, `SentenceEncoder`, `CausalLM`,
+            `ImageCaptioner` or `CLIP` with float weights (float32 or bfloat16), without
+            LoRA factors (merge them first).
         mode: "int8".
 
     Returns:
@@ -177,13 +207,17 @@ def quantize_model(model: keras.Model, mode: str = "int8") -> keras.Model:
         # Only the layers that share the model's policy: a loaded model hands its policy
         # map to those alone (a layer made with its own dtype, as the ViT's float32 head,
         # is built from that dtype and stays float).
-        model.quantize(mode, filters=lambda layer: layer.dtype_policy is model.dtype_policy)
+        model.quantize(mode, filters=_shares_the_policy(model))
     model.dtype_policy = _policy_map(model)
+    for part in _parts(model):
+        # A part saved by itself (the causal LM's backbone) is rebuilt from its own config,
+        # before the model's policy reaches it: the map travels in that config too.
+        if quantized_layers(part):
+            part.dtype_policy = model.dtype_policy
     route_int8_layers(model)
-    from zoo.models.translator.model import Translator
-
-    if isinstance(model, Translator):  # its compiled searches read the float weights
-        model._search_functions = {}
+    for compiled in ("_search_functions", "_generate_functions"):
+        if hasattr(model, compiled):  # compiled searches read the float weights
+            setattr(model, compiled, {})
     return model
 
 
@@ -199,8 +233,10 @@ def settle_loaded_policies(model: keras.Model) -> keras.Model:
         The same model.
     """
     if isinstance(model.dtype_policy, keras.dtype_policies.DTypePolicyMap):
+        parts = {id(part) for part in _parts(model)}  # they keep the map, to save it again
         for layer in nested_layers(model):
-            resolve_policy_map(layer)
+            if id(layer) not in parts:
+                resolve_policy_map(layer)
         route_int8_layers(model)
     return model
 

@@ -12,9 +12,10 @@ the same command after a crash or SIGKILL, it continues from the last epoch chec
     out/manifest.json         its kind and sha256, so that `zoo.load(out)` takes the folder
     out/metrics.json          the settings, the per-epoch losses, the final figures
 
-Each line trains after an end-of-text token, as a document's start (`CausalLMPreprocessor`);
-`generate` takes a prompt as it is, so a prompt that should begin a line like the training
-lines starts with that token: `zoo generate --model out "<|endoftext|>Once upon"`.
+Each line trains after an end-of-text token, as a document's start, and `generate` (and
+`zoo generate`, and the model's export) reads each prompt after that same token
+(`CausalLMPreprocessor`'s `add_start_token`), so a plain prompt continues as the training
+lines began: `zoo generate --model out "Once upon"`.
 """
 
 from __future__ import annotations

@@ -6,15 +6,19 @@ ops), the sampling loop over the key/value cache and detokenization run in the g
 
 The other inputs are optional scalars, filled from the signature's defaults when a request
 leaves them out (the SignatureDef's `defaults`, which TF Serving applies):
-`max_new_tokens` (`DEFAULT_NEW_TOKENS`, 32, or the cap if smaller), `temperature` (0: greedy, the default; above 0 a
-top-p draw of logits divided by it), `top_p` (1.0) and `seed` (-1: a fresh draw each
-request; 0 or more: the same draws for the same request).
+`max_new_tokens` (`DEFAULT_NEW_TOKENS`, 32, or the cap if smaller), `temperature` (0:
+greedy, the default; above 0 a top-p draw of logits divided by it), `top_p` (1.0) and `seed`
+(-1: a fresh draw each request; 0 or more: the same draws for the same request).
+
+Each prompt is read after the model's start token, as `CausalLM.generate` reads it (unless
+its preprocessor has `add_start_token=False`); the completions never hold that token.
 
 Each refusal is InvalidArgument before the model runs, naming the cap: more than
 `MAX_PROMPTS` prompts, a prompt of more than `prompt_byte_cap` bytes (before tokenizing) or
-`prompt_token_cap` tokens, `max_new_tokens` outside 1..`new_token_cap`, a temperature or
-top-p outside its range. Prompt and new tokens together stay within the model's positions,
-so the cache of a request holds at most `MAX_PROMPTS x max_positions` positions a layer.
+`prompt_token_cap` tokens (its start token not counted), `max_new_tokens` outside
+1..`new_token_cap`, a temperature or top-p outside its range. Prompt (start token included)
+and new tokens together stay within the model's positions, so the cache of a request holds
+at most `MAX_PROMPTS x max_positions` positions a layer.
 
 A greedy continuation does not depend on what shares the request: rows never read one
 another (`zoo.generation.sampling`). A sampled one depends on its row and on the shortest
@@ -39,13 +43,15 @@ DEFAULT_NEW_TOKENS = 32
 BYTES_PER_TOKEN = 16
 
 
-def prompt_token_cap(max_positions: int) -> int:
-    """The most tokens of a served prompt: half the model's positions (512 for GPT-2)."""
-    return max(1, int(max_positions) // 2)
+def prompt_token_cap(max_positions: int, add_start_token: bool = False) -> int:
+    """The most tokens of a served prompt's text: half the model's positions (512 for GPT-2),
+    less the start token that a model with `add_start_token` reads before it (511)."""
+    return max(1, int(max_positions) // 2) - int(add_start_token)
 
 
 def new_token_cap(max_positions: int) -> int:
-    """The most new tokens a served request may ask: the positions a longest prompt leaves."""
+    """The most new tokens a served request may ask: the positions a longest prompt (its
+    start token included) leaves."""
     return max(1, int(max_positions) - prompt_token_cap(max_positions))
 
 
@@ -92,9 +98,9 @@ def causal_lm_endpoints(model: Any) -> tuple[Any, Any]:
     layer = tokenizer.layer
     layer(tf.constant(["build"]))
     end_id, vocabulary = model.end_id, model.backbone.vocabulary_size
-    positions = model.backbone.max_positions
-    token_cap, new_cap, byte_cap = (prompt_token_cap(positions), new_token_cap(positions),
-                                    prompt_byte_cap(positions))
+    positions, add_start = model.backbone.max_positions, model.preprocessor.add_start_token
+    token_cap, new_cap, byte_cap = (prompt_token_cap(positions, add_start),
+                                    new_token_cap(positions), prompt_byte_cap(positions))
     pieces = tf.constant([tokenizer.piece_bytes(i) for i in range(vocabulary)])
 
     @tf.function(autograph=False, input_signature=[
@@ -118,12 +124,16 @@ def causal_lm_endpoints(model: Any) -> tuple[Any, Any]:
             ids = tf.cast(layer(prompts), tf.int32)
         if isinstance(ids, tf.Tensor):
             ids = tf.RaggedTensor.from_tensor(ids, padding=end_id)
-        lengths = tf.cast(ids.row_lengths(), tf.int32)
-        longest = tf.reduce_max(tf.concat([lengths, [0]], 0))
+        longest = tf.reduce_max(tf.concat([tf.cast(ids.row_lengths(), tf.int32), [0]], 0))
         with tf.control_dependencies([_check(
                 longest <= token_cap, "a prompt of", longest,
                 "tokens is longer than the limit of", token_cap, "tokens")]):
-            # An empty prompt starts from the end token, as `CausalLM.generate`'s.
+            if add_start:  # the start token before each prompt, as `CausalLM.generate`'s
+                ids = tf.concat([tf.RaggedTensor.from_tensor(
+                    tf.fill([tf.shape(prompts)[0], 1], end_id)), ids], axis=1)
+            lengths = tf.cast(ids.row_lengths(), tf.int32)
+            longest = tf.reduce_max(tf.concat([lengths, [0]], 0))
+            # An empty prompt (without start token) starts from the end token, as there.
             dense = ids.to_tensor(end_id, shape=[tf.shape(prompts)[0], tf.maximum(longest, 1)])
         seed = tf.where(seed < 0, tf.random.uniform([], 0, 2**31 - 1, tf.int32), seed)
         new = _continue(model, dense, tf.maximum(lengths, 1), max_new_tokens,

@@ -143,3 +143,27 @@ def test_a_dataset_of_strings_packs_as_a_list(tokenizer):
     ids = tokenizer.encode(texts[:1])[0]
     np.testing.assert_array_equal(from_list[0][0]["token_ids"].numpy()[0, :len(ids) + 1],
                                   [tokenizer.end_id, *ids])
+
+
+def test_the_start_token_is_read_before_each_prompt_unless_turned_off(tokenizer):
+    lm, end = tiny_lm(tokenizer), tokenizer.end_id
+    prompts = ["The cat sat", "Once", ""]  # an empty prompt starts from the end token
+    ids = tokenizer.encode(prompts)
+    read = {True: lm.generate_ids([[end] + i for i in ids], 6), False: lm.generate_ids(ids, 6)}
+    assert read[True][:2] != read[False][:2]  # the start token changes what follows
+    for add_start_token in (True, False):
+        lm.preprocessor.add_start_token = add_start_token
+        expected = [p + t for p, t in zip(prompts, tokenizer.decode(read[add_start_token]))]
+        assert lm.generate(prompts, 6) == expected
+        assert prompts[0] + "".join(lm.stream(prompts[0], 6)) == expected[0]
+        x, labels, weights = lm.preprocessor.pack(prompts[:1])
+        packed = x["token_ids"].numpy()[0].tolist()
+        assert packed[:len(ids[0]) + add_start_token] == [end] * add_start_token + ids[0]
+        assert labels.numpy()[0, len(ids[0]) + add_start_token - 1] == end  # learns to stop
+        assert weights.numpy()[0].sum() == len(ids[0]) + add_start_token
+    config = lm.preprocessor.get_config()
+    assert config["add_start_token"] is False
+    del config["add_start_token"]  # saved before the argument existed
+    assert CausalLMPreprocessor.from_config(config).add_start_token is True
+    with pytest.raises(UserError, match="^add_start_token must be True or False; got 'no'$"):
+        CausalLMPreprocessor(tokenizer, add_start_token="no")

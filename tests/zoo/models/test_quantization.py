@@ -15,6 +15,8 @@ from zoo.layers.int8_route import RoutedInputQuantizer
 from zoo.models.quantization import (CPU_FEATURES, cpu_features, int8_speed_note,
                                      quantization_mode, quantize_model, quantized_layers,
                                      route_int8_layers)
+from zoo.models.causal_lm.backbone import GPT2Backbone
+from zoo.models.causal_lm.causal_lm import CausalLM
 from zoo.models.sentence_encoder.model import SentenceEncoder
 from zoo.models.translator.model import Translator
 from zoo.models.vit.model import VisionTransformer
@@ -27,6 +29,7 @@ TRANSLATOR = dict(vocabulary_size=300, hidden_dim=64, num_encoder_layers=2,
                   max_source_length=12, max_target_length=12)
 ENCODER = dict(vocabulary_size=300, num_layers=2, num_heads=4, hidden_dim=64,
                intermediate_dim=128, max_positions=16)
+LM = dict(ENCODER, dropout=0.0, attention_dropout=0.0)
 
 
 def vit(**overrides) -> VisionTransformer:
@@ -46,6 +49,13 @@ def translator(**overrides) -> Translator:
 def encoder() -> SentenceEncoder:
     keras.utils.set_random_seed(0)
     return SentenceEncoder(**ENCODER)  # built by its constructor
+
+
+def causal_lm() -> CausalLM:
+    keras.utils.set_random_seed(0)
+    model = CausalLM(GPT2Backbone(**LM))
+    model.ensure_built()
+    return model
 
 
 def images(n: int = 16) -> np.ndarray:
@@ -69,7 +79,7 @@ def _run(model: keras.Model) -> np.ndarray:
         return np.asarray(model(images()))
     if isinstance(model, Translator):
         return np.asarray(model(pair()))
-    return np.asarray(model(encoder_inputs()))
+    return np.asarray(model(encoder_inputs()))  # a sentence encoder's, a causal LM's
 
 
 # ---------------------------------------------------------------------- numbers
@@ -86,12 +96,13 @@ def test_every_projection_and_the_tied_embedding_hold_int8():
     assert len(routed) == 12 + 20  # every Dense and EinsumDense; the embedding asks itself
 
 
-@pytest.mark.parametrize("build, tolerance", [("vit", 0.03), ("translator", 0.05)])
+@pytest.mark.parametrize("build, tolerance", [("vit", 0.03), ("translator", 0.05),
+                                              ("causal_lm", 0.03)])
 def test_logits_stay_near_the_float_model_and_keep_the_ranking(build, tolerance):
     # Weights and each input row are rounded to 1/254 of their largest magnitude (per
     # channel, per row); through two blocks that moves a logit by a few hundredths of the
     # logits' spread, and the top class (the next token) rarely changes.
-    model = {"vit": vit, "translator": translator}[build]()
+    model = {"vit": vit, "translator": translator, "causal_lm": causal_lm}[build]()
     expected = _run(model)
     found = _run(quantize_model(model))
     spread = expected.max() - expected.min()
@@ -121,9 +132,36 @@ def test_greedy_search_after_quantizing_uses_the_int8_weights():
     assert float_tokens.shape == tokens.shape
 
 
+def test_int8_greedy_generation_follows_the_float_one_where_the_margin_allows():
+    # GPT-2's head is its token table: the int8 table and its per-token scales give the
+    # logits. A compiled generation captured the float weights; quantizing drops it.
+    lm = causal_lm()
+    prompt = [5, 9, 30]
+    float_new = lm.generate_ids([prompt], max_new_tokens=6)[0]
+    sequence = {"token_ids": np.array([prompt + float_new]),
+                "padding_mask": np.ones((1, len(prompt) + len(float_new)))}
+    float_logits = np.asarray(lm(sequence))[0, len(prompt) - 1:-1]  # those that chose them
+    quantize_model(lm)
+    assert lm.backbone.token_embedding.embeddings.dtype == "int8"
+    error = np.abs(np.asarray(lm(sequence))[0, len(prompt) - 1:-1] - float_logits).max()
+    assert error < 0.03 * (float_logits.max() - float_logits.min())  # as the test above
+    # A step whose float top-two margin exceeds twice the largest logit change keeps its
+    # argmax: the int8 search writes the float one's tokens up to the first closer step.
+    top_two = np.sort(float_logits, axis=-1)[:, -2:]
+    wide = top_two[:, 1] - top_two[:, 0] > 2 * error
+    safe = int(np.argmin(wide)) if not wide.all() else len(wide)
+    assert safe >= 3, (top_two, error)
+    int8_new = lm.generate_ids([prompt], max_new_tokens=6)[0]
+    assert int8_new[:safe] == float_new[:safe]
+    # and it is the int8 model's own greedy search, whatever came after.
+    ids = prompt + int8_new
+    steps = np.asarray(lm({"token_ids": np.array([ids]), "padding_mask": np.ones((1, len(ids)))}))
+    assert steps[0, len(prompt) - 1:-1].argmax(-1).tolist() == int8_new[:len(ids) - len(prompt)]
+
+
 # ---------------------------------------------------------------------- save and load
-@pytest.mark.parametrize("build", [translator, vit, encoder], ids=["translator", "vit",
-                                                                   "sentence-encoder"])
+@pytest.mark.parametrize("build", [translator, vit, encoder, causal_lm],
+                         ids=["translator", "vit", "sentence-encoder", "causal-lm"])
 def test_a_saved_int8_model_loads_with_the_same_outputs_and_saves_again(build, tmp_path):
     model = quantize_model(build())
     expected = _run(model)
@@ -168,11 +206,61 @@ def test_the_int8_file_is_at_most_035_of_the_float_file(build, tmp_path):
     assert ratio <= 0.35
 
 
-def test_a_loaded_float_model_quantizes_and_round_trips(tmp_path):
-    vit().save(tmp_path / "float.keras")
+# 2 blocks x 6 projections; the causal LM's token table (its head) too.
+@pytest.mark.parametrize("build, count", [(vit, 12), (causal_lm, 13)], ids=["vit", "causal-lm"])
+def test_a_loaded_float_model_quantizes_and_round_trips(build, count, tmp_path):
+    # A loaded causal LM's backbone has a policy object of its own, not the model's.
+    build().save(tmp_path / "float.keras")
     model = quantize_model(zoo.load(str(tmp_path / "float.keras")))
+    assert len(quantized_layers(model)) == count
     model.save(tmp_path / "int8.keras")
     np.testing.assert_array_equal(_run(zoo.load(str(tmp_path / "int8.keras"))), _run(model))
+
+
+def test_an_int8_captioner_stays_near_the_float_one_and_round_trips(tmp_path):
+    from tests.zoo.models._tiny_captioner import caption_images, tiny_captioner
+
+    model = tiny_captioner(tmp_path / "bpe", seed=0)
+    inputs = {"images": caption_images(2), "token_ids": np.array([[model.end_id, 5, 6]] * 2),
+              "padding_mask": np.ones((2, 3))}
+    expected = np.asarray(model(inputs))
+    quantize_model(model)
+    # Both towers, the projection between them, and the decoder's tied token table.
+    assert {type(layer).__name__ for layer in quantized_layers(model)} == {
+        "Dense", "EinsumDense", "TokenEmbedding"}
+    found = np.asarray(model(inputs))
+    assert np.abs(found - expected).max() < 0.03 * (expected.max() - expected.min())
+    assert (found.argmax(-1) == expected.argmax(-1)).all()
+    model.save(tmp_path / "int8.keras")
+    loaded = zoo.load(str(tmp_path / "int8.keras"))
+    assert quantization_mode(loaded) == "int8"
+    np.testing.assert_array_equal(np.asarray(loaded(inputs)), found)
+
+
+def test_an_int8_clip_embeds_near_the_float_one_and_round_trips(tmp_path):
+    from zoo.models.clip.model import CLIP
+
+    keras.utils.set_random_seed(0)
+    clip = CLIP.from_architecture("clip-tiny")
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (3, 32, 32, 3)).astype("uint8")
+    ids = rng.integers(0, 500, (3, 12)).astype("int32")
+
+    def embeddings(model):
+        found = [np.asarray(model.encode_images(pixels)),
+                 np.asarray(model.backbone.encode_texts(ids))]
+        return [e / np.linalg.norm(e, axis=-1, keepdims=True) for e in found]
+
+    expected = embeddings(clip)
+    quantize_model(clip)
+    found = embeddings(clip)
+    for before, after in zip(expected, found):  # images, texts
+        assert (before * after).sum(-1).min() > 0.99
+    clip.save(tmp_path / "int8.keras")
+    loaded = zoo.load(str(tmp_path / "int8.keras"))
+    assert quantization_mode(loaded) == "int8"
+    for after, again in zip(found, embeddings(loaded)):
+        np.testing.assert_array_equal(again, after)
 
 
 # ---------------------------------------------------------------------- bad input

@@ -1,7 +1,8 @@
 """`zoo finetune lm` on a tiny GPT-2 with a byte-level BPE vocabulary trained here: the loss
 falls, the fine-tuned model's greedy continuation follows the pattern every training line
-has (and the model it started from does not), the run folder loads with `zoo.load` and gives
-the trained model's logits; bad input is one line naming the flag, and leaves no folder."""
+has (and the model it started from does not), `zoo generate` writes it from a plain prompt,
+the run folder loads with `zoo.load` and gives the trained model's logits; bad input is one
+line naming the flag, and leaves no folder."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def test_finetuning_learns_the_lines_pattern_and_saves_a_loadable_folder(
     tuned = zoo.load(str(out))  # the folder, through its manifest
     assert isinstance(tuned, CausalLM)
     assert json.loads((out / "manifest.json").read_text())["kind"] == "causal-lm"
-    # Each line trains after an end-of-text token (`CausalLMPreprocessor.pack`), so the
-    # prompt starts with it too.
+    # Each line trains after an end-of-text token (`CausalLMPreprocessor.pack`), and a
+    # prompt is read after it (`prompt_ids`).
     tokenizer = tuned.preprocessor.tokenizer
     prompt = [tuned.end_id] + tokenizer.encode(["Once upon a time"])[0]
     pattern = [tuned.end_id] + tokenizer.encode([PATTERN])[0]
@@ -85,6 +86,11 @@ def test_finetuning_learns_the_lines_pattern_and_saves_a_loadable_folder(
     steps = slice(len(prompt) - 1, len(pattern) - 1)
     assert logits[0, steps].argmax(-1).tolist() == pattern[len(prompt):]
     assert _logits(original, pattern)[0, steps].argmax(-1).tolist() != pattern[len(prompt):]
+    # `zoo generate` reads a plain prompt after that token too: it writes the pattern.
+    capsys.readouterr()
+    assert main(["generate", "Once upon a time", "--model", str(out), "--max-new-tokens",
+                 str(len(pattern) - len(prompt))]) == 0
+    assert capsys.readouterr().out == PATTERN + "\n"
 
 
 @pytest.fixture(scope="module")

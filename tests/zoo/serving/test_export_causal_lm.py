@@ -1,7 +1,8 @@
 """A causal language model's SavedModel as the model server runs it (XLA off, a fresh process
 importing only TensorFlow and TF Text, a TF1 session, the warm-up replayed, left-out inputs
 from the signature's defaults): served greedy completions equal `CausalLM.generate`'s, alone
-and beside other prompts; a seeded draw repeats; a request past a cap is refused naming it."""
+and beside other prompts, both reading the start token before each prompt; a seeded draw
+repeats; a request past a cap is refused naming it."""
 
 import keras
 import pytest
@@ -16,10 +17,12 @@ pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
 POSITIONS = 48
 
 
-@pytest.fixture(scope="module")
-def exported_lm(tmp_path_factory):
+def _exported(tmp_path_factory, name, quantized=False):
+    """A tiny GPT-2 (weights from seed 3), int8 if `quantized`, and its export's version
+    folder."""
     from zoo.models.causal_lm.causal_lm import CausalLM
     from zoo.models.causal_lm.preprocessor import CausalLMPreprocessor
+    from zoo.models.quantization import quantize_model
     from zoo.serving.export import export_model
     from zoo.serving.model_server import xla_only_op_types
     from zoo.text.byte_pair import BytePairTokenizer
@@ -31,9 +34,16 @@ def exported_lm(tmp_path_factory):
                                     attention_dropout=0.0)
     lm.preprocessor = CausalLMPreprocessor(tokenizer, sequence_length=24)
     lm.ensure_built()
-    version = export_model(lm, tmp_path_factory.mktemp("serving"), name="lm")
+    if quantized:
+        quantize_model(lm)
+    version = export_model(lm, tmp_path_factory.mktemp("serving"), name=name)
     assert not xla_only_op_types(version)
     return lm, version
+
+
+@pytest.fixture(scope="module")
+def exported_lm(tmp_path_factory):
+    return _exported(tmp_path_factory, "lm")
 
 
 @pytest.mark.slow
@@ -47,8 +57,12 @@ def test_served_greedy_equals_generate_alone_and_in_a_batch_and_seeds_repeat(exp
         POSITIONS), sampler="greedy")
     batch = serve(version, {"prompts": prompts, "max_new_tokens": 7})
     assert batch["completions"] == expected
-    # The test can fail: the continuations are not empty and not all alike.
+    # The test can fail: the continuations are not empty and not all alike, and the start
+    # token that both sides read before each prompt changes some of them.
     assert all(n > 0 for n in batch["new_tokens"][:3]) and len(set(expected)) == 4
+    tokenizer = lm.preprocessor.tokenizer
+    assert expected[:3] != [p + text for p, text in zip(prompts, tokenizer.decode(
+        lm.generate_ids(tokenizer.encode(prompts[:3]), max_new_tokens=7)))]
     sampled = {"prompts": prompts, "temperature": 1.5, "top_p": 0.95, "seed": 11,
                "max_new_tokens": 7}
     first, again = serve(version, sampled), serve(version, sampled)
@@ -58,7 +72,8 @@ def test_served_greedy_equals_generate_alone_and_in_a_batch_and_seeds_repeat(exp
 @pytest.mark.slow
 def test_requests_past_a_cap_are_refused_naming_it(exported_lm):
     _, version = exported_lm
-    tokens, new = prompt_token_cap(POSITIONS), new_token_cap(POSITIONS)
+    # The prompt's text, its start token not counted.
+    tokens, new = prompt_token_cap(POSITIONS, add_start_token=True), new_token_cap(POSITIONS)
     long_prompt = "np.array([b' a' * %d], dtype=object)" % (tokens + 1)
     check_request_table(version, [
         ("at the caps", "serving_default",
@@ -79,3 +94,22 @@ def test_requests_past_a_cap_are_refused_naming_it(exported_lm):
          {"prompts": "np.array([b'a'], dtype=object)", "top_p": "np.float32(0)"},
          "[top_p must be in (0, 1]; got]"),
     ])
+
+
+@pytest.mark.slow
+def test_an_int8_export_serves_what_the_int8_model_generates(tmp_path_factory):
+    import numpy as np
+
+    lm, version = _exported(tmp_path_factory, "lm-int8", quantized=True)
+    prompts = ["The cat sat", "Once upon a time there was a little", ""]
+    served = serve(version, {"prompts": prompts, "max_new_tokens": 7})
+    assert served["completions"] == lm.generate(prompts, max_new_tokens=7)
+    assert all(n > 0 for n in served["new_tokens"][:2])
+    import tensorflow as tf
+
+    stored = tf.train.load_checkpoint(str(version / "variables" / "variables"))
+    shapes, dtypes = stored.get_variable_to_shape_map(), stored.get_variable_to_dtype_map()
+    weights = [name for name, dtype in dtypes.items() if dtype in (tf.int8, tf.float32)]
+    # 2 blocks x 6 projections, and the token table (the largest weight: the tied head).
+    assert sum(dtypes[name] == tf.int8 for name in weights) == 2 * 6 + 1
+    assert dtypes[max(weights, key=lambda name: np.prod(shapes[name]))] == tf.int8

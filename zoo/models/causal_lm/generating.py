@@ -76,6 +76,9 @@ class CausalLMGeneration:
                      repetition_penalty: float = 1.0) -> list[list[int]]:
         """The new ids of each prompt, up to (not including) its end token.
 
+        The prompts are read exactly as given, no start token added (Hugging Face's
+        `generate`); an empty prompt starts from the end token.
+
         Args: as `generate`, with prompts as lists of token ids.
         """
         prompts = self._prompt_ids(prompt_ids)
@@ -141,6 +144,10 @@ class CausalLMGeneration:
                  ) -> list[str]:
         """Continues each prompt: the prompt followed by its generated text.
 
+        The model reads each prompt after its start token (the end-of-text token, as each
+        training text began) unless its preprocessor has `add_start_token=False`; the text
+        returned never holds that token. `generate_ids` takes ids exactly as given.
+
         Args:
             prompts: the texts to continue (a list of strings).
             max_new_tokens: most tokens generated per prompt, from 1 to what the model's
@@ -162,8 +169,8 @@ class CausalLMGeneration:
         tokenizer = self.preprocessor.require_tokenizer() if self.preprocessor else None
         if tokenizer is None:
             raise UserError("this language model has no tokenizer; use generate_ids")
-        new = self.generate_ids(tokenizer.encode(texts), max_new_tokens, sampler, seed,
-                                repetition_penalty)
+        new = self.generate_ids(self.preprocessor.prompt_ids(texts), max_new_tokens, sampler,
+                                seed, repetition_penalty)
         return [text + _cut(continuation, stops)
                 for text, continuation in zip(texts, tokenizer.decode(new))]
 
@@ -180,7 +187,7 @@ class CausalLMGeneration:
         tokenizer = self.preprocessor.require_tokenizer() if self.preprocessor else None
         if tokenizer is None:
             raise UserError("this language model has no tokenizer")
-        prompts = self._prompt_ids(tokenizer.encode([text]))
+        prompts = self._prompt_ids(self.preprocessor.prompt_ids([text]))
         max_new, sampler, penalty = self._settings(prompts, max_new_tokens, sampler,
                                                    repetition_penalty)
         if isinstance(sampler, BeamSampler):

@@ -1,10 +1,16 @@
 """Raw text into a causal language model's inputs and labels, with TensorFlow ops.
 
 For `fit` (as keras-hub's `GPT2CausalLMPreprocessor`): each text is tokenized with the
-model's byte-level BPE, wrapped in the end-of-text token (GPT-2's separator between
-documents), cut to `sequence_length + 1` ids and padded; the inputs are the ids but the last,
-the labels the ids but the first (the next token at every position), and the sample weights
-mark the real tokens, so that padding adds nothing to the loss.
+model's byte-level BPE, preceded by the end-of-text token (GPT-2's separator between
+documents, which starts a text too) and followed by it (so that the model learns to stop), cut
+to `sequence_length + 1` ids and padded; the inputs are the ids but the last, the labels the
+ids but the first (the next token at every position), and the sample weights mark the real
+tokens, so that padding adds nothing to the loss.
+
+For generation (keras-hub's `generate_preprocess`), `prompt_ids` puts the same start token
+before each prompt, so that a prompt continues as the training texts began. With
+`add_start_token=False` neither side adds it: texts are packed as they are (the end token
+still follows each), and prompts go to the model as they are (Hugging Face's `generate`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ class CausalLMPreprocessor(Preprocessor):
     Args:
         tokenizer: the model's `BytePairTokenizer` (None until `load_assets` reads it).
         sequence_length: the inputs' length for `fit` (longer texts are cut).
+        add_start_token: put the end-of-text token before each text in `fit` and before each
+            prompt of `generate` (keras-hub's convention; a model saved before this argument
+            existed loads with True).
         **kwargs: base layer arguments.
 
     Example:
@@ -41,14 +50,22 @@ class CausalLMPreprocessor(Preprocessor):
     >>> x, y, weights = preprocessor.pack(["hi!"])
     >>> x["token_ids"].numpy().tolist(), y.numpy().tolist(), weights.numpy().tolist()
     ([[257, 256, 0, 257]], [[256, 0, 257, 257]], [[1.0, 1.0, 1.0, 0.0]])
+    >>> preprocessor.prompt_ids(["hi"])
+    [[257, 256]]
+    >>> plain = CausalLMPreprocessor(preprocessor.tokenizer, 4, add_start_token=False)
+    >>> plain.pack(["hi!"])[0]["token_ids"].numpy().tolist(), plain.prompt_ids(["hi"])
+    ([[256, 0, 257, 257]], [[256]])
     """
 
     def __init__(self, tokenizer: BytePairTokenizer | None = None, sequence_length: int = 1024,
-                 **kwargs: Any) -> None:
+                 add_start_token: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tokenizer = tokenizer
         self.sequence_length = positive_int(sequence_length, "sequence_length",
                                             error=UserError)
+        if not isinstance(add_start_token, bool):
+            raise UserError(f"add_start_token must be True or False; got {add_start_token!r}")
+        self.add_start_token = add_start_token
 
     def require_tokenizer(self) -> BytePairTokenizer:
         if self.tokenizer is None:
@@ -74,12 +91,24 @@ class CausalLMPreprocessor(Preprocessor):
         tokenizer = self.require_tokenizer()
         ids = tf.cast(ids, tf.int32)
         end = tf.fill([ids.nrows(), 1], tf.constant(tokenizer.end_id, tf.int32))
-        ids = tf.concat([end, ids, end], axis=1)[:, :self.sequence_length + 1]
+        ids = tf.concat([end, ids, end] if self.add_start_token else [ids, end], axis=1)
+        ids = ids[:, :self.sequence_length + 1]
         width = [None, self.sequence_length + 1]
         dense = ids.to_tensor(default_value=tokenizer.pad_id, shape=width)
         real = tf.ones_like(ids, tf.bool).to_tensor(default_value=False, shape=width)
         x = {"token_ids": dense[:, :-1], "padding_mask": real[:, :-1]}
         return x, dense[:, 1:], tf.cast(real[:, 1:], tf.float32)
+
+    def prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
+        """The ids `generate` continues for each prompt: its tokens, after the start token
+        (the end-of-text id) when `add_start_token`.
+
+        Raises:
+            UserError: no tokenizer.
+        """
+        tokenizer = self.require_tokenizer()
+        start = [tokenizer.end_id] if self.add_start_token else []
+        return [start + ids for ids in tokenizer.encode(prompts)]
 
     def call(self, texts: Any) -> tuple[dict, Any, Any]:
         return self.pack(texts)
@@ -129,7 +158,8 @@ class CausalLMPreprocessor(Preprocessor):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config["sequence_length"] = self.sequence_length
+        config.update(sequence_length=self.sequence_length,
+                      add_start_token=self.add_start_token)
         return config
 
 
