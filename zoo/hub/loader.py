@@ -248,7 +248,8 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
     """
     import keras
 
-    from zoo.models.pre_split_files import load_pre_split_task
+    from zoo.models.pre_split_files import is_pre_split_file, load_pre_split_weights
+    from zoo.models.task import Task
 
     _register_classes()
     path = resolve(name_or_path)
@@ -268,10 +269,7 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
             raise UserError(f"{name_or_path!r} is a {stored.__name__}, not a "
                             f"{expect.__name__}")
     try:
-        # A file saved before the backbone/task split (the shipped ones) is built once, in
-        # the split layout; Keras' loader would build it, fail on its weights, and so twice.
-        model = load_pre_split_task(config, path) or keras.saving.load_model(
-            path, compile=compile, safe_mode=True)
+        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except (zipfile.BadZipFile, EOFError, OSError) as error:
         raise UserError(f"{path} is not a readable .keras file (truncated or damaged?): "
                         f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
@@ -281,11 +279,14 @@ def load(name_or_path: str, compile: bool = False, expect: type | None = None,
         if isinstance(error, TypeError):
             raise
         # Keras reports a layer that "could not be loaded"; say which weight and shapes.
-        mismatch = weight_mismatches(keras.saving.deserialize_keras_object(
-            config, safe_mode=True), path)
-        if mismatch:
-            raise UserError(f"{path}: {mismatch[0]}") from error
-        raise
+        model = keras.saving.deserialize_keras_object(config, safe_mode=True)
+        if isinstance(model, Task) and model.pre_split_layers() and is_pre_split_file(path):
+            load_pre_split_weights(model, path)  # saved before the backbone/task split
+        else:
+            mismatch = weight_mismatches(model, path)
+            if mismatch:
+                raise UserError(f"{path}: {mismatch[0]}") from error
+            raise
     from zoo.converters._tensors import refuse_non_finite
 
     # A NaN or infinite weight answers `nan` to every input: the check of hub checkpoints.

@@ -11,7 +11,6 @@ file without a `backbone` group; `zoo.load(old).save(new)` writes the split layo
 
 from __future__ import annotations
 
-import shutil
 import zipfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -42,24 +41,6 @@ def is_pre_split_file(path: str | Path) -> bool:
             return "backbone" not in h5 and "encoder_blocks" in h5
 
 
-def load_pre_split_task(config: Any, path: str | Path) -> Any | None:
-    """The task that the pre-split `.keras` file at `path` (with config `config`) holds,
-    its weights and assets loaded; None for any other file, which Keras' loader then takes
-    (and says what is wrong with it, if anything is)."""
-    from zoo.models.task import Task
-
-    try:
-        if not is_pre_split_file(path):
-            return None
-        model = keras.saving.deserialize_keras_object(config, safe_mode=True)
-    except (KeyError, OSError, TypeError, ValueError):
-        return None
-    if not (isinstance(model, Task) and model.pre_split_layers()):
-        return None
-    load_pre_split_weights(model, path)
-    return model
-
-
 def load_pre_split_weights(model: Any, path: str | Path) -> None:
     """Loads the weights of the pre-split file at `path` into the split `model`, and the
     assets it held as its own (the translator's tokenizer).
@@ -71,21 +52,18 @@ def load_pre_split_weights(model: Any, path: str | Path) -> None:
     Raises:
         ValueError: a weight of the file does not fit (Keras names the layer).
     """
+    _PreSplitLayout(model.pre_split_layers()).load_weights(str(path))
+    if hasattr(model, "load_assets"):  # the task's own assets (the translator's tokenizer)
+        _load_own_assets(model, path)
+
+
+def _load_own_assets(model: Any, path: str | Path) -> None:
+    """Hands the files at the top of the `.keras` file's `assets/` to `model.load_assets`."""
     import tempfile
 
-    # Read from a file of their own: Keras reads a `.keras` archive's weights through the
-    # zip member, whose every backward seek reads the member again from its start (seconds
-    # for a shipped model); its `load_model` reads them out of the archive first, as here.
     with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory() as directory:
-        weights = Path(directory, "pre_split.weights.h5")
-        with archive.open(WEIGHTS_FILE) as member, weights.open("wb") as out:
-            shutil.copyfileobj(member, out)
-        _PreSplitLayout(model.pre_split_layers()).load_weights(str(weights))
-        if hasattr(model, "load_assets"):  # the task's own assets (the translator's tokenizer)
-            assets = Path(directory, "assets")
-            assets.mkdir()
-            for member in archive.namelist():
-                name = member.removeprefix("assets/")
-                if member.startswith("assets/") and name and "/" not in name:
-                    (assets / name).write_bytes(archive.read(member))
-            model.load_assets(str(assets))
+        for member in archive.namelist():
+            name = member.removeprefix("assets/")
+            if member.startswith("assets/") and name and "/" not in name:
+                Path(directory, name).write_bytes(archive.read(member))
+        model.load_assets(directory)
