@@ -138,59 +138,40 @@ def _archive(model: keras.Model, beam_size: int, alpha: float, top_k: int
     if isinstance(model, Translator):
         translate, translate_ids, tokenizer = translator_endpoints(model, beam_size, alpha)
         archive.track(tokenizer)
-        endpoints = {SERVING_SIGNATURE: translate, "translate_ids": translate_ids}
+        archive.add_endpoint(SERVING_SIGNATURE, translate)
+        archive.add_endpoint("translate_ids", translate_ids)
         warmup = {"sentences": tf.constant(["A dog runs on the beach."])}
     elif isinstance(model, ImageCaptioner):
-        endpoints = {SERVING_SIGNATURE: captioner_endpoints(model, beam_size, alpha)}
+        archive.add_endpoint(SERVING_SIGNATURE, captioner_endpoints(model, beam_size, alpha))
         blank = tf.zeros(list(model.encoder.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
     elif isinstance(model, CausalLM):
         generate, tokenizer = causal_lm_endpoints(model)
         archive.track(tokenizer)
-        endpoints = {SERVING_SIGNATURE: generate}
+        archive.add_endpoint(SERVING_SIGNATURE, generate)
         defaults = signature_defaults(model.backbone.max_positions)
         warmup = {"prompts": tf.constant(["Once upon a time"])}
     elif isinstance(model, CLIP):  # zoo/serving/clip_endpoints.py
         *endpoints, layer = clip_endpoints(model)
         archive.track(layer)  # its lookup tables
-        endpoints = dict(zip((SERVING_SIGNATURE, "encode_images", "encode_texts"), endpoints))
+        for name, endpoint in zip((SERVING_SIGNATURE, "encode_images", "encode_texts"),
+                                  endpoints):
+            archive.add_endpoint(name, endpoint)
         size = list(model.preprocessor.image_converter.image_shape[:2])
         warmup = {"images": tf.stack([tf.io.encode_png(tf.zeros(size + [3], tf.uint8))]),
                   "labels": tf.constant(["cat", "dog"])}
     elif isinstance(model, SentenceEncoder):
         embed, embed_ids = sentence_encoder_endpoints(model)
-        endpoints = {SERVING_SIGNATURE: embed, "embed_ids": embed_ids}
+        archive.add_endpoint(SERVING_SIGNATURE, embed)
+        archive.add_endpoint("embed_ids", embed_ids)
         warmup = {"sentences": tf.constant(["A man is eating food."])}
     else:
         classify_bytes, classify_pixels = vit_endpoints(model, top_k)
-        endpoints = {SERVING_SIGNATURE: classify_bytes, "classify_pixels": classify_pixels}
+        archive.add_endpoint(SERVING_SIGNATURE, classify_bytes)
+        archive.add_endpoint("classify_pixels", classify_pixels)
         blank = tf.zeros(list(model.image_shape[:2]) + [3], tf.uint8)
         warmup = {"images": tf.stack([tf.io.encode_png(blank)])}
-    for name, endpoint in endpoints.items():
-        archive.add_endpoint(name, _traced_once(endpoint))
     return archive, warmup, defaults
-
-
-def _traced_once(endpoint: Any) -> Any:
-    """`endpoint` (a `tf.function` with an input signature) traced now, behind a
-    `tf.function` of the same signature that calls that one graph.
-
-    The archive traces its endpoints, then `tf.saved_model.save` traces them again: the save
-    context is part of TensorFlow's trace cache key. Traced twice, the endpoint cost twice
-    its tracing (most of an export's time) and its graphs were stored twice; the wrapper's
-    second tracing only writes one call.
-    """
-    import functools
-
-    import tensorflow as tf
-
-    graph = endpoint.get_concrete_function()
-
-    @functools.wraps(endpoint.python_function)
-    def call(*args: Any) -> Any:
-        return graph(*args)
-
-    return tf.function(call, input_signature=endpoint.input_signature, autograph=False)
 
 
 def export_model(model: str | keras.Model, output: str | os.PathLike, version: int = 1,
@@ -278,8 +259,6 @@ def export_model(model: str | keras.Model, output: str | os.PathLike, version: i
 def _write_version(model: keras.Model, target: Path, name: str, force: bool, beam_size: int,
                    alpha: float, top_k: int) -> None:
     """Traces, writes and checks the export in a temporary folder, then puts it in place."""
-    from tensorflow.saved_model import SaveOptions
-
     archive, warmup, defaults = _archive(model, beam_size, alpha, top_k)
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex}")
     # A failure leaves no folder behind that this export made (DIR, DIR/<name>).
@@ -287,11 +266,7 @@ def _write_version(model: keras.Model, target: Path, name: str, force: bool, bea
         remove_stale_temporaries(target.parent)
         try:
             with naming(target, temporary):  # a full disk names the version, not a temporary
-                # Without the traced gradient functions of our custom gradients (the
-                # LayerNorm's): a served model is never differentiated, and tracing them cost
-                # seconds an export. A loaded export still differentiates, through the ops.
-                archive.write_out(str(temporary), verbose=False, options=SaveOptions(
-                    experimental_custom_gradients=False))
+                archive.write_out(str(temporary), verbose=False)
                 if defaults:
                     write_signature_defaults(temporary, SERVING_SIGNATURE, defaults)
                 needs_xla = xla_only_op_types(temporary)
