@@ -9,25 +9,14 @@ import io
 
 import pytest
 
-from tests.zoo.text._byte_pair_files import VOCABULARY_SIZE, write_tiny_bpe
+from tests.zoo.text._byte_pair_files import saved_tiny_lm
 from zoo.cli.main import main
 from zoo.generation.samplers import TopPSampler
 
 
 @pytest.fixture(scope="module")
 def saved_lm(tmp_path_factory):
-    from zoo.models.causal_lm.causal_lm import CausalLM
-    from zoo.models.causal_lm.preprocessor import CausalLMPreprocessor
-    from zoo.text.byte_pair import BytePairTokenizer
-
-    folder = tmp_path_factory.mktemp("lm")
-    tokenizer = BytePairTokenizer.from_folder(write_tiny_bpe(folder / "bpe"))
-    lm = CausalLM.from_architecture("gpt2-tiny", vocabulary_size=VOCABULARY_SIZE,
-                                    max_positions=48)
-    lm.preprocessor = CausalLMPreprocessor(tokenizer, 24)
-    lm.ensure_built()
-    lm.save(folder / "lm.keras")
-    return lm, str(folder / "lm.keras")
+    return saved_tiny_lm(tmp_path_factory.mktemp("lm"), max_positions=48, sequence_length=24)
 
 
 @pytest.mark.slow

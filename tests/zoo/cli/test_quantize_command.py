@@ -81,21 +81,14 @@ def test_a_missing_model_is_one_line(tmp_path, capsys):
 
 
 def test_quantize_a_language_model_into_a_folder(tmp_path, capsys):
-    from tests.zoo.text._byte_pair_files import VOCABULARY_SIZE, write_tiny_bpe
-    from zoo.models.causal_lm.causal_lm import CausalLM
-    from zoo.models.causal_lm.preprocessor import CausalLMPreprocessor
+    from tests.zoo.text._byte_pair_files import saved_tiny_lm
     from zoo.models.quantization import quantize_model
-    from zoo.text.byte_pair import BytePairTokenizer
 
     keras.utils.set_random_seed(0)
-    tokenizer = BytePairTokenizer.from_folder(write_tiny_bpe(tmp_path / "bpe"))
-    lm = CausalLM.from_architecture("gpt2-tiny", vocabulary_size=VOCABULARY_SIZE,
-                                    max_positions=16)
-    lm.preprocessor = CausalLMPreprocessor(tokenizer, 8)
-    lm.ensure_built()
-    lm.save(tmp_path / "lm.keras")
+    lm, path = saved_tiny_lm(tmp_path, max_positions=16, sequence_length=8)
+    tokenizer = lm.preprocessor.tokenizer
     folder = tmp_path / "lm-int8"
-    assert main(["quantize", str(tmp_path / "lm.keras"), "--output", str(folder)]) == 0
+    assert main(["quantize", path, "--output", str(folder)]) == 0
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["kind"] == "causal-lm" and manifest["quantization"] == "int8"
     model = zoo.load(str(folder))

@@ -13,7 +13,7 @@ import pytest
 
 import zoo
 import zoo.recipes.causal_lm as recipe_module
-from tests.zoo.text._byte_pair_files import VOCABULARY_SIZE, write_tiny_bpe
+from tests.zoo.text._byte_pair_files import saved_tiny_lm
 from zoo.cli.main import main
 from zoo.models.causal_lm.causal_lm import CausalLM
 
@@ -27,18 +27,9 @@ def saved_lm(tmp_path_factory):
     """A tiny untrained `CausalLM` with a tokenizer, saved as .keras: (model, path)."""
     import keras
 
-    from zoo.models.causal_lm.preprocessor import CausalLMPreprocessor
-    from zoo.text.byte_pair import BytePairTokenizer
-
-    folder = tmp_path_factory.mktemp("lm")
-    tokenizer = BytePairTokenizer.from_folder(write_tiny_bpe(folder / "bpe"))
     keras.utils.set_random_seed(0)
-    lm = CausalLM.from_architecture("gpt2-tiny", vocabulary_size=VOCABULARY_SIZE,
-                                    max_positions=48, dropout=0.0, attention_dropout=0.0)
-    lm.preprocessor = CausalLMPreprocessor(tokenizer, 24)
-    lm.ensure_built()
-    lm.save(folder / "lm.keras")
-    return lm, str(folder / "lm.keras")
+    return saved_tiny_lm(tmp_path_factory.mktemp("lm"), max_positions=48, sequence_length=24,
+                         dropout=0.0, attention_dropout=0.0)
 
 
 def _logits(model, ids):

@@ -43,3 +43,20 @@ def write_tiny_bpe(folder: Path, size: int = VOCABULARY_SIZE) -> Path:
     vocabulary["<|endoftext|>"] = len(vocabulary)
     (folder / "vocab.json").write_text(json.dumps(vocabulary), encoding="utf-8")
     return folder
+
+
+def saved_tiny_lm(folder: Path, max_positions: int, sequence_length: int,
+                  **backbone_args) -> tuple:
+    """A tiny untrained `CausalLM` with the tiny tokenizer, built and saved as
+    `folder/lm.keras`: `(model, path as str)`. The caller seeds Keras if it needs to."""
+    from zoo.models.causal_lm.causal_lm import CausalLM
+    from zoo.models.causal_lm.preprocessor import CausalLMPreprocessor
+    from zoo.text.byte_pair import BytePairTokenizer
+
+    tokenizer = BytePairTokenizer.from_folder(write_tiny_bpe(folder / "bpe"))
+    lm = CausalLM.from_architecture("gpt2-tiny", vocabulary_size=VOCABULARY_SIZE,
+                                    max_positions=max_positions, **backbone_args)
+    lm.preprocessor = CausalLMPreprocessor(tokenizer, sequence_length)
+    lm.ensure_built()
+    lm.save(folder / "lm.keras")
+    return lm, str(folder / "lm.keras")
