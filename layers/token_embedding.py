@@ -20,6 +20,17 @@ from .keras_internals import mark_quantized
 from .validation import positive_int
 
 
+def _against_table(hidden: Any, table: Any) -> Any:
+    """`hidden @ table^T`, `(..., dim)` against `(vocabulary, dim)` -> `(..., vocabulary)`.
+
+    One contraction over the table's second axis, with no transpose of the table as an op of
+    its own: in a JAX loop on a CPU (a search's steps), XLA fused `matmul(h, transpose(E))`
+    with whatever came next (a bias, a mask added to the logits) and then copied and
+    transposed the whole table at every step, 110 ms a token for GPT-2's 50,257 x 768 table
+    against 5 without the copy (docs/performance-log.md, 2026-11-28)."""
+    return ops.einsum("...d,vd->...v", hidden, table)
+
+
 def _is_integer(x: Any) -> bool:
     return "int" in keras.backend.standardize_dtype(x.dtype)
 
@@ -167,8 +178,7 @@ class TokenEmbedding(keras.layers.Layer):
             hidden = ops.cast(inputs, "float32")
             if self.quantization_mode == "int8":
                 return self._int8_logits(hidden)
-            table = ops.cast(self.embeddings, "float32")
-            return ops.matmul(hidden, ops.transpose(table))  # (..., vocabulary_size)
+            return _against_table(hidden, ops.cast(self.embeddings, "float32"))
         if not _is_integer(inputs):
             raise ValueError(
                 f"TokenEmbedding expects integer token ids; got dtype {inputs.dtype} "
@@ -192,10 +202,10 @@ class TokenEmbedding(keras.layers.Layer):
         """`hidden @ E^T` from the int8 table: an int8 x int8 product with int32 sums where
         that is the fast route (`int8_products_here`), else float against the widened table."""
         if not int8_products_here():
-            logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, "float32")))
+            logits = _against_table(hidden, ops.cast(self.embeddings, "float32"))
             return logits / self.embeddings_scale
         hidden_q, hidden_scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)
-        logits = ops.matmul(hidden_q, ops.transpose(self.embeddings))  # int32
+        logits = _against_table(hidden_q, self.embeddings)  # int32
         return ops.cast(logits, "float32") / (hidden_scale * self.embeddings_scale)
 
     def compute_mask(self, inputs: Any, previous_mask: Any = None) -> Any:
