@@ -14,6 +14,7 @@ from tests.zoo.models._tiny_captioner import caption_images, tiny_captioner
 from tests.zoo.text._byte_pair_files import write_tiny_bpe
 from zoo.generation.beam import beam_search
 from zoo.models.captioner.captioner import ImageCaptioner
+from zoo.models.captioner.preprocessor import CaptionerPreprocessor
 from zoo.text.byte_pair import BytePairTokenizer
 from zoo.training.errors import UserError
 
@@ -104,6 +105,13 @@ def test_bad_input_is_one_clear_error(captioner):
         captioner.fit(caption_images(2), CAPTIONS)
     with pytest.raises(UserError, match="unknown ImageCaptioner architecture"):
         ImageCaptioner.from_architecture("captioner-huge")
+    # Its searches start every caption from the start token, so training must read it too.
+    converter = captioner.preprocessor.image_converter
+    with pytest.raises(UserError, match="add_start_token must be True; got False"):
+        CaptionerPreprocessor(converter, add_start_token=False)
+    config = captioner.preprocessor.get_config()
+    assert config["add_start_token"] is True
+    assert type(captioner.preprocessor).from_config(config).add_start_token is True
 
 
 def test_lora_trains_the_blocks_factors_and_merges_with_the_tokenizer(tmp_path):

@@ -34,12 +34,19 @@ class CaptionerPreprocessor(CausalLMPreprocessor):
         image_converter: the `ImageConverter` that resizes and normalises the images.
         tokenizer: the decoder's `BytePairTokenizer` (None: a captioner of ids only).
         sequence_length: the caption tokens read in `fit` (longer captions are cut).
+        add_start_token: True only: a caption is always read after the start token, since
+            the searches start every caption from it (the argument is kept for the base
+            class's config).
         **kwargs: base layer arguments.
     """
 
     def __init__(self, image_converter: ImageConverter,
                  tokenizer: BytePairTokenizer | None = None, sequence_length: int = 32,
-                 **kwargs: Any) -> None:
+                 add_start_token: bool = True, **kwargs: Any) -> None:
+        if add_start_token is not True:
+            raise UserError("a captioner reads every caption after its start token, as its "
+                            f"searches start from it: add_start_token must be True; got "
+                            f"{add_start_token!r}")
         super().__init__(tokenizer, sequence_length, **kwargs)
         if not isinstance(image_converter, ImageConverter):
             raise UserError(f"image_converter must be an ImageConverter; got "
