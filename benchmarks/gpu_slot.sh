@@ -32,10 +32,15 @@
 #
 # Before the loan, in the checkout (both folders are git-ignored):
 #   bash ../shared/gpu/wheels.sh        # Keras, keras-hub and the rest the machine lacks
-#   mkdir -p carry && cp ../shared/data/cifar10/cifar10-train-jpg.tar.gz carry/ \
+#   mkdir -p carry/cifar10 && cp ../shared/data/cifar10/cifar10-train-jpg.tar.gz carry/cifar10/ \
 #     && cp -r ../shared/data/multi30k carry/
+#   # The device takes a working tree of 64 MiB at most; the shipped models are 67 MB and not
+#   # needed there: set them aside for the call (git restores them: git checkout -- saved_models)
+#   mkdir -p /tmp/shipped && for m in saved_models/*/model.keras; do \
+#     mkdir -p "/tmp/shipped/${m%/*}" && mv "$m" "/tmp/shipped/$m"; done
 # On the loan (the device tool; carry [".whl", "carry"], timeout_s 570):
 #   bash benchmarks/gpu_slot.sh
+# After it: cp -r /tmp/shipped/saved_models . (or git checkout -- saved_models)
 # A dry run of the same steps on a CPU, tiny sizes, one or two minutes on 2 cores
 # (tests/zoo/bench/test_gpu_slot.py):
 #   DRY_RUN=1 OUT=/tmp/slot DATA=../shared/data bash benchmarks/gpu_slot.sh
@@ -70,10 +75,20 @@ last_line() { grep -v '^I0000\|^WARNING: All log' "$1" 2>/dev/null | tail -n 1; 
 if ! python3 -c "import keras" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || { say "no Keras and no usable .whl/"; exit 2; }
-  export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-else
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# The lent machine does not install the project: the checkout is read through a view laid out
+# as the installed package (benchmarks/package_view.sh), the working directory left off
+# sys.path so that the checkout's own zoo/ does not shadow it.
+if ! python3 -c "import zoo.layers, zoo.training" 2>/dev/null; then
+  bash benchmarks/package_view.sh "$RUNS/view" || { say "no package view"; exit 2; }
+  export PYTHONPATH="$RUNS/view${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
+  python3 -c "import zoo.layers, zoo.training" || { say "zoo not importable"; exit 2; }
+fi
+# The trainings' inputs, said first (the bench needs none and runs all the same).
+for input in "$DATA/cifar10/cifar10-train-jpg.tar.gz" "$DATA/multi30k/train.en.gz"; do
+  [ -f "$input" ] || say "missing: $input; its trainings will fail (the header says how to prepare it)"
+done
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv
 ZOO="python3 -m zoo.cli"
 

@@ -130,10 +130,23 @@ def fused_attention(
     (1, 4, 2, 8)
     """
     if mask is not None:
-        mask = ops.cast(mask, "bool")
+        mask = _whole_query_axis(ops.cast(mask, "bool"), query.shape[1])
     return ops.dot_product_attention(
         query, key, value, mask=mask, scale=scale, flash_attention=flash_attention
     )
+
+
+def _whole_query_axis(mask: Any, queries: int | None) -> Any:
+    """`mask` with its query axis (the second last) as long as the queries where it was 1.
+
+    cuDNN's fused attention (JAX on a GPU) refuses a mask or bias that broadcasts over the
+    queries, as a padding mask of shape `(batch, 1, 1, S)` does: Keras then logged the
+    refusal's traceback at every trace and fell back to XLA's attention (the first GPU loan's
+    translator, 2026-11-28). A boolean `(batch, 1, T, S)` costs T x S bytes a sentence."""
+    if len(mask.shape) < 2 or mask.shape[-2] != 1 or queries in (None, 1):
+        return mask
+    shape = ops.shape(mask)
+    return ops.broadcast_to(mask, (*shape[:-2], queries, shape[-1]))
 
 
 def fused_attention_supported(dtype: Any) -> bool:

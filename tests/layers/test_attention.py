@@ -65,6 +65,35 @@ def test_fused_equals_explicit_with_mask():
     np.testing.assert_allclose(fused, np.array(explicit).transpose(0, 2, 1, 3), atol=1e-5)
 
 
+def test_fused_hands_the_backend_a_padding_mask_with_every_query(monkeypatch):
+    # cuDNN's fused attention refuses a mask that broadcasts over the queries (a padding
+    # mask (batch, 1, 1, S)); the backend gets it whole, with the same answer.
+    import keras
+
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(2, 5, 3, 8)).astype("float32")
+    k = rng.normal(size=(2, 7, 3, 8)).astype("float32")
+    v = rng.normal(size=(2, 7, 3, 8)).astype("float32")
+    padding = np.ones((2, 1, 1, 7), bool)
+    padding[1, ..., 4:] = False
+    given = []
+    real = keras.ops.dot_product_attention
+
+    def spy(*args, mask=None, **kwargs):
+        given.append(tuple(mask.shape))
+        return real(*args, mask=mask, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", spy)
+    fused = np.array(fused_attention(q, k, v, mask=padding))
+    one_query = np.array(fused_attention(q[:, :1], k, v, mask=padding))
+    assert given == [(2, 1, 5, 7), (2, 1, 1, 7)]
+    explicit, _ = scaled_dot_product_attention(
+        q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
+        mask=padding)
+    np.testing.assert_allclose(fused, np.array(explicit).transpose(0, 2, 1, 3), atol=1e-5)
+    np.testing.assert_allclose(one_query, fused[:, :1], atol=1e-5)
+
+
 def test_causal_mask_offset():
     mask = np.array(causal_mask(2, 5, offset=2))
     np.testing.assert_array_equal(mask, [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]])

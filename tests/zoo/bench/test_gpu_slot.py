@@ -24,12 +24,33 @@ WITHOUT_TENSORFLOW = REPO / "benchmarks" / "without_tensorflow"
 TRAININGS = ("vit-qk", "vit-cct7", "vit-vgg", "translator")
 
 
-def lent_machine_env(**settings: str) -> dict:
+def lent_machine_env(view: Path | None = None, **settings: str) -> dict:
     """The environment of a process run as on the lent GPU machine: TensorFlow absent, the
-    JAX backend, and `python3` this interpreter (the script calls it by that name)."""
-    return {**os.environ, **settings, "KERAS_BACKEND": "jax",
-            "PYTHONPATH": f"{WITHOUT_TENSORFLOW}{os.pathsep}{REPO}",
+    zoo not installed (the checkout on PYTHONPATH, or the package `view` of it), the JAX
+    backend, and `python3` this interpreter (the script calls it by that name)."""
+    path = [str(WITHOUT_TENSORFLOW), str(view) if view else str(REPO)]
+    safe = {"PYTHONSAFEPATH": "1"} if view else {}
+    return {**os.environ, **settings, **safe, "KERAS_BACKEND": "jax",
+            "PYTHONPATH": os.pathsep.join(path),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_the_checkout_is_read_through_a_package_view(tmp_path):
+    # The lent machine does not install the project: the checkout itself has no `zoo.layers`
+    # (pyproject.toml maps it to layers/), which ended every step of the first loan at once.
+    check = [sys.executable, "-c", "import zoo.layers, zoo.training.files, zoo.saved_models"]
+    bare = subprocess.run(check, env=lent_machine_env(), cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert "No module named 'zoo.layers'" in bare.stderr, bare.stderr[-2000:]
+    view = tmp_path / "view"
+    subprocess.run(["bash", str(REPO / "benchmarks" / "package_view.sh"), str(view)],
+                   check=True, timeout=60)
+    seen = subprocess.run([*check[:2], check[2] + "; print(zoo.layers.__file__)"],
+                          env=lent_machine_env(view), cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert seen.returncode == 0, seen.stderr[-2000:]
+    assert seen.stdout.strip() == str(view / "zoo" / "layers" / "__init__.py")
+    assert not list(REPO.glob("zoo/layers")), "nothing is written in the checkout"
 
 
 def run_slot(env: dict, timeout: float) -> subprocess.CompletedProcess:
@@ -78,8 +99,11 @@ history, _ = fit_resumably(model, np.ones((8, 3)), Path({str(tmp_path)!r}), epoc
 print("EPOCHS", len(history.history["loss"]))
 print("TF_LOADED", sorted(m for m in sys.modules if m.startswith("tensorflow")))
 """
-    done = subprocess.run([sys.executable, "-c", code], env=lent_machine_env(), cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    view = tmp_path / "view"
+    subprocess.run(["bash", str(REPO / "benchmarks" / "package_view.sh"), str(view)],
+                   check=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], env=lent_machine_env(view),
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "EPOCHS 1" in done.stdout and "TF_LOADED []" in done.stdout, done.stdout
     # Said in one line, and no TensorBoard folder.
