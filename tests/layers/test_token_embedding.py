@@ -88,6 +88,27 @@ def test_reverse_never_transposes_the_table_as_an_op_of_its_own(quantized):
     assert "dot_general" in primitives and "transpose" not in primitives, primitives
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="reads a TF graph")
+def test_the_tables_gradient_is_one_product_not_a_broadcast():
+    # TensorFlow's gradient of an einsum over `...d` materialised `(..., vocabulary, dim)`
+    # for the table: a fit of GPT-2 ran out of memory.
+    import tensorflow as tf
+
+    layer, _ = built_layer()
+    hidden = tf.constant(np.ones((2, 3, DIM), "float32"))
+
+    @tf.function
+    def gradient():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(hidden, reverse=True) ** 2)
+        return tape.gradient(loss, layer.trainable_variables)
+
+    graph = gradient.get_concrete_function().graph
+    shapes = [tuple(out.shape) for op in graph.get_operations() for out in op.outputs
+              if out.shape.rank is not None]
+    assert all(len(shape) < 3 or not {VOCAB, DIM} <= set(shape) for shape in shapes), shapes
+
+
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_reverse_runs_in_float32_on_the_master_weights(policy):
     layer, table = built_layer(dtype=policy)
