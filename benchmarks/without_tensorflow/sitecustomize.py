@@ -40,5 +40,4 @@ class PathFinderWithoutTensorFlow(PathFinder):
 
 sys.meta_path[:] = [PathFinderWithoutTensorFlow if finder is PathFinder else finder
                     for finder in sys.meta_path
-                    if not type(finder).__module__.startswith("__editable__")
-                    and not getattr(finder, "__module__", "").startswith("__editable__")]
+                    if not getattr(finder, "__module__", "").startswith("__editable__")]

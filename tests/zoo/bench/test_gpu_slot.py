@@ -35,6 +35,14 @@ def lent_machine_env(view: Path | None = None, **settings: str) -> dict:
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+def package_view(folder: Path) -> Path:
+    """`folder`/view: the checkout as the lent machine reads it (benchmarks/package_view.sh)."""
+    view = folder / "view"
+    subprocess.run(["bash", str(REPO / "benchmarks" / "package_view.sh"), str(view)],
+                   check=True, timeout=60)
+    return view
+
+
 def test_the_checkout_is_read_through_a_package_view(tmp_path):
     # The lent machine does not install the project: the checkout itself has no `zoo.layers`
     # (pyproject.toml maps it to layers/), which ended every step of the first loan at once.
@@ -42,9 +50,7 @@ def test_the_checkout_is_read_through_a_package_view(tmp_path):
     bare = subprocess.run(check, env=lent_machine_env(), cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert "No module named 'zoo.layers'" in bare.stderr, bare.stderr[-2000:]
-    view = tmp_path / "view"
-    subprocess.run(["bash", str(REPO / "benchmarks" / "package_view.sh"), str(view)],
-                   check=True, timeout=60)
+    view = package_view(tmp_path)
     seen = subprocess.run([*check[:2], check[2] + "; print(zoo.layers.__file__)"],
                           env=lent_machine_env(view), cwd=REPO, capture_output=True, text=True,
                           timeout=120)
@@ -99,9 +105,7 @@ history, _ = fit_resumably(model, np.ones((8, 3)), Path({str(tmp_path)!r}), epoc
 print("EPOCHS", len(history.history["loss"]))
 print("TF_LOADED", sorted(m for m in sys.modules if m.startswith("tensorflow")))
 """
-    view = tmp_path / "view"
-    subprocess.run(["bash", str(REPO / "benchmarks" / "package_view.sh"), str(view)],
-                   check=True, timeout=60)
+    view = package_view(tmp_path)
     done = subprocess.run([sys.executable, "-c", code], env=lent_machine_env(view),
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
