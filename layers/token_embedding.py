@@ -26,8 +26,8 @@ def _against_table(hidden: Any, table: Any) -> Any:
     One contraction over the table's second axis, with no transpose of the table as an op of
     its own: in a JAX loop on a CPU (a search's steps), XLA fused `matmul(h, transpose(E))`
     with whatever came next (a bias, a mask added to the logits) and then copied and
-    transposed the whole table at every step, 110 ms a token for GPT-2's 50,257 x 768 table
-    against 5 without the copy (docs/performance-log.md, 2026-11-28). The leading axes are
+    transposed the whole table at every step, several times the cost of the step without the
+    copy (figures: docs/performance-log.md, 2026-11-28). The leading axes are
     folded into rows first: TensorFlow's gradient of an einsum over `...d` materialised a
     `(..., vocabulary, dim)` tensor for the table's gradient (a fit of GPT-2 ran out of
     memory), and one over named batch axes a `(batch, dim, vocabulary)` one."""
