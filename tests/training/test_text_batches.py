@@ -143,9 +143,9 @@ def test_one_shape_per_bucket_gives_one_shape_a_bucket_and_the_same_loss(id_pair
         return np.where(ids < 4, ids, 4 + ids % 46)
 
     loss = MaskedSparseCrossEntropy(label_smoothing=0.1, pad_id=PAD)
-    index = min(range(len(free)), key=lambda i: len(free[i][1]))  # an incomplete batch
-    (x, y), (padded_x, padded_y) = free[index], fixed[index]
-    assert len(y) < 32
+    index = next(i for i, (_, y) in enumerate(fixed_batches) if len(free[i][1]) < len(y))
+    (x, y), (padded_x, padded_y) = free[index], fixed[index]  # an incomplete batch, filled
+    assert len(y) < len(padded_y) == 32
     y, padded_y = per_token(y), per_token(padded_y)
     logits = table[per_token(x["target_ids"])]
     padded_logits = table[per_token(padded_x["target_ids"])]
