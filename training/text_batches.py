@@ -7,7 +7,10 @@ Every batch is
 where for a target sentence y the decoder input is [start] + y and the labels are y + [end]
 (int32, padded with the pad id). Examples are grouped by length into buckets `bucket_width`
 tokens wide and every padded length is rounded up to a multiple of `bucket_width`, so
-padding stays small and compiled backends (XLA, JAX) see only a few distinct shapes.
+padding stays small and compiled backends (XLA, JAX) see only a few distinct shapes; with
+`one_shape_per_bucket` (the translator recipe's choice on JAX, which compiles the training step
+once per distinct input shape) every batch of a bucket has one shape, so an epoch compiles at
+most one step per bucket.
 `TeacherForcingBatches` (a `keras.utils.PyDataset` of numpy arrays) needs no TensorFlow; its
 `to_tf_dataset` builds the same batches with tf.data (TensorFlow is imported inside it).
 """
@@ -121,7 +124,8 @@ class TeacherForcingBatches(keras.utils.PyDataset):
     Args:
         source_ids: source id sequences.
         target_ids: target id sequences (without start/end ids), aligned with the sources.
-        batch_size: sentence pairs per batch (the last batch of a bucket may be smaller).
+        batch_size: sentence pairs per batch (the last batch of a bucket may be smaller,
+            unless `one_shape_per_bucket`).
         bucket_width: examples whose length max(len(source), len(target) + 1) falls in
             the same `bucket_width`-wide range share batches; padded lengths are rounded up
             to a multiple of it.
@@ -129,6 +133,19 @@ class TeacherForcingBatches(keras.utils.PyDataset):
         seed: seed of the shuffling.
         drop_remainder: drop the incomplete last batch of every bucket.
         start_id, end_id, pad_id: the tokenizer's special ids.
+        one_shape_per_bucket: pad every batch of bucket k to `batch_size` rows (or to all
+            the bucket's examples, where it has fewer) and to `k * bucket_width` source and
+            target positions, the top of the bucket's range, so that the bucket gives one
+            shape: at most ceil(longest / bucket_width) shapes in all, where on JAX each
+            distinct shape is one more compilation of the training step. The rows that fill
+            an incomplete batch are all padding: labels of pad only, which the zoo's loss and
+            metrics (`MaskedSparseCrossEntropy`, `masked_accuracy`, `MaskedAccuracy`) weigh 0,
+            so every step's loss, gradients and metrics are those of its real rows, and no
+            example is dropped. (Keras' logged epoch loss, a mean over steps, weighs each step
+            by its rows, so there a filled batch counts as a full one.) A loss or metric that
+            does not mask the pad labels sees the rows: leave this off for it. It costs the
+            padded positions' FLOPs, so it is off by default (TensorFlow's `fit` retraces with
+            relaxed shapes, PyTorch runs eagerly); `to_tf_dataset` ignores it.
         **kwargs: `keras.utils.PyDataset` arguments (`workers`, ...).
 
     Example:
@@ -150,6 +167,7 @@ class TeacherForcingBatches(keras.utils.PyDataset):
         start_id: int = START_ID,
         end_id: int = END_ID,
         pad_id: int = PAD_ID,
+        one_shape_per_bucket: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -158,10 +176,14 @@ class TeacherForcingBatches(keras.utils.PyDataset):
         self.batch_size, self.bucket_width = batch_size, bucket_width
         self.shuffle, self.seed, self.drop_remainder = shuffle, seed, drop_remainder
         self.start_id, self.end_id, self.pad_id = start_id, end_id, pad_id
+        self.one_shape_per_bucket = bool(one_shape_per_bucket)
         keys = _bucket_keys(source_ids, target_ids, bucket_width)
+        self._keys = keys
         # Stable sort: examples keep file order within a bucket when not shuffled.
         order = np.argsort(keys, kind="stable")
         self._buckets = np.split(order, np.flatnonzero(np.diff(keys[order])) + 1)
+        # Rows of every batch of a bucket under one_shape_per_bucket.
+        self._rows = {int(keys[b[0]]): min(len(b), batch_size) for b in self._buckets}
         self.epoch = 0
         self._batches = self._plan_epoch()
 
@@ -186,7 +208,7 @@ class TeacherForcingBatches(keras.utils.PyDataset):
         if not -len(self) <= index < len(self):
             raise IndexError(f"batch index {index} out of range for {len(self)} batches")
         chosen = self._batches[index]
-        return make_teacher_forcing_batch(
+        inputs, labels = make_teacher_forcing_batch(
             [self.source_ids[i] for i in chosen],
             [self.target_ids[i] for i in chosen],
             start_id=self.start_id,
@@ -194,6 +216,16 @@ class TeacherForcingBatches(keras.utils.PyDataset):
             pad_id=self.pad_id,
             pad_to_multiple_of=self.bucket_width,
         )
+        if not self.one_shape_per_bucket:
+            return inputs, labels
+        bucket = int(self._keys[chosen[0]])
+        rows, length = self._rows[bucket], bucket * self.bucket_width  # the bucket's top
+
+        def fill(ids: np.ndarray) -> np.ndarray:
+            return np.pad(ids, [(0, rows - len(ids)), (0, length - ids.shape[1])],
+                          constant_values=self.pad_id)
+
+        return {name: fill(ids) for name, ids in inputs.items()}, fill(labels)
 
     def on_epoch_end(self) -> None:
         self.epoch += 1

@@ -44,6 +44,8 @@ def _examples(batches):
             np.asarray(labels),
         )
         for source, decoder_input, label in zip(sources, decoder_inputs, labels):
+            if not (label.any() or source.any() or decoder_input.any()):
+                continue  # a row that fills a batch up (one_shape_per_bucket)
             length = int(np.flatnonzero(label == END)[0])
             assert decoder_input[0] == START
             assert decoder_input[1 : length + 1].tolist() == label[:length].tolist()
@@ -107,6 +109,49 @@ def test_numpy_batches_group_by_length(id_pairs, bucket_width):
         chunk = targets[start : start + 32]
         naive += sum(max(map(len, chunk)) - len(t) for t in chunk)
     assert padding < 0.5 * naive
+
+
+def test_one_shape_per_bucket_gives_one_shape_a_bucket_and_the_same_loss(id_pairs):
+    # JAX compiles the step once per input shape: the GPU loan of 2026-11-28 compiled one per
+    # (rows, source width, target width) and never finished an epoch.
+    sources, targets = id_pairs
+    fixed = TeacherForcingBatches(sources, targets, batch_size=32, one_shape_per_bucket=True)
+    free = TeacherForcingBatches(sources, targets, batch_size=32)  # off by default
+    assert len(fixed) == len(free)
+    fixed_batches = [fixed[i] for i in range(len(fixed))]
+    shapes = {(*x["source_ids"].shape, *x["target_ids"].shape, *y.shape)
+              for x, y in fixed_batches}
+    longest = max(max(len(s), len(t) + 1) for s, t in zip(sources, targets))
+    assert len(shapes) <= -(-longest // 8)
+    assert all(width == target_width == label_width
+               for _, width, _, target_width, _, label_width in shapes), shapes
+    # Full batches, but for a bucket of fewer examples (one batch of them all).
+    bucket_sizes = Counter(-(-max(len(s), len(t) + 1) // 8) for s, t in zip(sources, targets))
+    assert all(rows == min(32, bucket_sizes[width // 8]) for rows, width, *_ in shapes)
+    free_shapes = {(*x["source_ids"].shape, *x["target_ids"].shape) for x, _ in
+                   (free[i] for i in range(len(free)))}
+    assert len(free_shapes) > len(shapes)  # what the loan compiled
+    expected = Counter(zip(map(tuple, sources), map(tuple, targets)))
+    assert _examples(fixed_batches) == expected
+    # The rows and columns added hold pad only: a per-token model's loss and accuracy on a
+    # filled batch are those of its real rows.
+    from zoo.training.losses import MaskedSparseCrossEntropy, masked_accuracy
+
+    table = np.random.default_rng(0).normal(size=(50, 50)).astype("float32")
+
+    def per_token(ids):  # a per-token model over ids folded into 50 (pad, start, end kept)
+        return np.where(ids < 4, ids, 4 + ids % 46)
+
+    loss = MaskedSparseCrossEntropy(label_smoothing=0.1, pad_id=PAD)
+    index = next(i for i, (_, y) in enumerate(fixed_batches) if len(free[i][1]) < len(y))
+    (x, y), (padded_x, padded_y) = free[index], fixed[index]  # an incomplete batch, filled
+    assert len(y) < len(padded_y) == 32
+    y, padded_y = per_token(y), per_token(padded_y)
+    logits = table[per_token(x["target_ids"])]
+    padded_logits = table[per_token(padded_x["target_ids"])]
+    np.testing.assert_allclose(float(loss(padded_y, padded_logits)), float(loss(y, logits)),
+                               rtol=1e-6)
+    assert float(masked_accuracy(padded_y, padded_logits)) == float(masked_accuracy(y, logits))
 
 
 def test_numpy_batches_shuffle_is_seeded(id_pairs):

@@ -193,8 +193,11 @@ def _train_translator(recipe: TranslatorRecipe) -> dict:
     source_ids, target_ids = [s for s, _ in kept], [t for _, t in kept]
     special = dict(start_id=tokenizer.start_id, end_id=tokenizer.end_id,
                    pad_id=tokenizer.pad_id)
+    # On JAX every distinct batch shape is one more compilation of the training step: there
+    # every batch of a length bucket gets one shape (rows of pad fill it; the loss masks them).
+    jax = keras.backend.backend() == "jax"
     batches = TeacherForcingBatches(source_ids, target_ids, recipe.batch_size,
-                                    seed=recipe.seed, **special)
+                                    seed=recipe.seed, one_shape_per_bucket=jax, **special)
     if keras.backend.backend() == "tensorflow":
         batches = batches.to_tf_dataset()
     elif process_count() > 1:  # each process feeds its rows of every global batch
