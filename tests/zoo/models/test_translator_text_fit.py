@@ -139,3 +139,31 @@ def test_targets_are_cut_by_the_tokenizers_target_side(small_tokenizer, pairs):
             assert [int(i) for i in row[:len(expected) + 1]] == expected + [tokenizer.end_id]
             seen.append(source)
     assert sorted(seen) == sorted(sources)
+
+
+@pytest.mark.parametrize("backend, loss, expected", [
+    ("jax", None, True),  # uncompiled: fit compiles with the masked loss
+    ("jax", "masked", True),
+    ("jax", "sparse_categorical_crossentropy", False),  # pad rows would count
+    ("tensorflow", None, False),  # fit retraces with relaxed shapes
+])
+def test_fit_pads_each_bucket_to_one_shape_where_jax_would_recompile(
+        translator, pairs, monkeypatch, backend, loss, expected):
+    from zoo.models.translator import text_training
+    from zoo.training.losses import MaskedSparseCrossEntropy
+
+    if loss is not None:
+        translator.compile(optimizer="sgd", loss=MaskedSparseCrossEntropy()
+                           if loss == "masked" else loss)
+    monkeypatch.setattr(text_training.keras.backend, "backend", lambda: backend)
+    monkeypatch.setattr(text_training, "_for_fit", lambda batches: batches)
+    seen = {}
+    monkeypatch.setattr(keras.Model, "fit", lambda self, x, y, **kw: seen.update(
+        x=x, validation=kw["validation_data"]))
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    translator.fit(sources, targets, batch_size=16, validation_data=(sources, targets))
+    assert seen["x"].one_shape_per_bucket is seen["validation"].one_shape_per_bucket is expected
+    batches = seen["x"]
+    shapes = {batches[i][1].shape for i in range(len(batches))}
+    widths = {width for _, width in shapes}  # one a length bucket
+    assert (len(shapes) == len(widths)) is expected, shapes

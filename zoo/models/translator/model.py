@@ -35,7 +35,8 @@ from zoo.models.translator.backbone import TranslatorBackbone
 from zoo.models.translator.preprocessor import TranslatorPreprocessor
 from zoo.models.translator.searching import TranslatorSearch
 from zoo.models.translator.surgery import with_training_options
-from zoo.models.translator.text_training import text_fit_arguments, translator_compile_arguments
+from zoo.models.translator.text_training import (
+    one_shape_per_bucket_for, text_fit_arguments, translator_compile_arguments)
 from zoo.models.translator.text_translation import TextTranslation
 from zoo.text.tokenizer import SubwordTokenizer
 
@@ -350,7 +351,8 @@ class Translator(TranslatorSearch, TextTranslation, Task):
             translator.fit(["A dog runs."], ["Ein Hund rennt."], epochs=2)
         """
         x, y, batch_size, validation_data, shuffle = text_fit_arguments(
-            self.preprocessor, x, y, batch_size, validation_data, shuffle)
+            self.preprocessor, x, y, batch_size, validation_data, shuffle,
+            one_shape_per_bucket=one_shape_per_bucket_for(self))
         return super().fit(x, y, batch_size=batch_size, epochs=epochs,
                            validation_data=validation_data, shuffle=shuffle, **kwargs)
 

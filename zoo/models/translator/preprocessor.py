@@ -122,7 +122,7 @@ class TranslatorPreprocessor(Preprocessor):
 
     def text_batches(self, sources: Any, targets: Any = None,
                      batch_size: int = DEFAULT_BATCH_SIZE, shuffle: bool = True,
-                     seed: int = 0) -> TeacherForcingBatches:
+                     seed: int = 0, one_shape_per_bucket: bool = False) -> TeacherForcingBatches:
         """Teacher-forcing batches of sentence pairs (what `fit` on text trains on).
 
         Args:
@@ -131,6 +131,8 @@ class TranslatorPreprocessor(Preprocessor):
             batch_size: pairs per batch.
             shuffle: a new order every epoch.
             seed: seed of that order.
+            one_shape_per_bucket: every batch of a length bucket padded to one shape (rows
+                of pad fill it; `TeacherForcingBatches`): what `fit` asks for on JAX.
 
         Returns:
             Batches for `fit`; pairs longer than `max_source_length` / `max_target_length`
@@ -152,7 +154,7 @@ class TranslatorPreprocessor(Preprocessor):
         return TeacherForcingBatches(
             [s for s, _ in kept], [t for _, t in kept], batch_size, shuffle=shuffle,
             seed=seed, start_id=tokenizer.start_id, end_id=tokenizer.end_id,
-            pad_id=tokenizer.pad_id)
+            pad_id=tokenizer.pad_id, one_shape_per_bucket=one_shape_per_bucket)
 
     def save_assets(self, dir_path: str) -> None:
         """Writes the tokenizer (if any) into `dir_path` (the `.keras` file's assets)."""

@@ -97,18 +97,33 @@ def translator_compile_arguments(learning_rate: float = 1e-4) -> dict:
             "metrics": [masked_accuracy]}
 
 
+def one_shape_per_bucket_for(model: keras.Model) -> bool:
+    """Whether `fit` on text gives every batch of a length bucket one shape
+    (`TeacherForcingBatches(one_shape_per_bucket=True)`): on JAX, which compiles the step once
+    per input shape, when the loss masks the pad labels of the rows that fill a batch (the
+    default loss, or a `MaskedSparseCrossEntropy` the model was compiled with)."""
+    if keras.backend.backend() != "jax":
+        return False
+    return not model.compiled or isinstance(getattr(model, "loss", None),
+                                            MaskedSparseCrossEntropy)
+
+
 def text_fit_arguments(preprocessor: Any, x: Any, y: Any, batch_size: int | None,
-                       validation_data: Any, shuffle: bool) -> tuple:
+                       validation_data: Any, shuffle: bool,
+                       one_shape_per_bucket: bool = False) -> tuple:
     """`fit`'s `(x, y, batch_size, validation_data, shuffle)` with sentence pairs (`x`, `y`
     or `validation_data`) turned into teacher-forcing batches by `preprocessor`
-    (`TranslatorPreprocessor.text_batches`); token-id batches are passed on unchanged."""
+    (`TranslatorPreprocessor.text_batches`, with `one_shape_per_bucket`); token-id batches
+    are passed on unchanged."""
     if _is_text(x):
         x = _for_fit(preprocessor.text_batches(x, y, batch_size or DEFAULT_BATCH_SIZE,
-                                               shuffle=shuffle))
+                                               shuffle=shuffle,
+                                               one_shape_per_bucket=one_shape_per_bucket))
         y = batch_size = None
         shuffle = False  # the batches shuffle themselves, anew every epoch
     if (isinstance(validation_data, (list, tuple)) and len(validation_data) == 2
             and _is_text(validation_data[0])):
         validation_data = _for_fit(preprocessor.text_batches(
-            *validation_data, batch_size=DEFAULT_BATCH_SIZE, shuffle=False))
+            *validation_data, batch_size=DEFAULT_BATCH_SIZE, shuffle=False,
+            one_shape_per_bucket=one_shape_per_bucket))
     return x, y, batch_size, validation_data, shuffle
