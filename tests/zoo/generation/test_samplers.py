@@ -4,6 +4,7 @@ filtered softmax (Gumbel-max over the hashed noise), greedy where only one token
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -15,6 +16,7 @@ from zoo.generation.samplers import (
     TopKSampler,
     TopPSampler,
     get_sampler,
+    top_p_filter,
     penalize_repetition,
     uniform_noise,
 )
@@ -46,6 +48,56 @@ def test_top_p_keeps_what_hugging_face_keeps(p, temperature):
     scaled = LOGITS / temperature
     ours = _kept(TopPSampler(p=p).filter(ops.convert_to_tensor(scaled)))
     np.testing.assert_array_equal(ours, _hf_kept(generation.TopPLogitsWarper(p), scaled))
+
+
+def jit(function):
+    """`function` compiled as the searches compile it, on the backend in use."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(function)
+    import tensorflow as tf
+
+    return tf.function(function)
+
+
+def _nucleus(logits, p):
+    """Float64 reference: sort, cumulate, keep while the mass before a token is below p."""
+    logits = logits.astype(np.float64)
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    kept, margins = np.zeros(logits.shape, bool), []
+    for row, (values, mass) in enumerate(zip(logits, probabilities)):
+        order = np.argsort(-values, kind="stable")
+        before = np.cumsum(mass[order]) - mass[order]
+        kept[row] = values >= values[order][before < p].min()
+        margins.append(np.abs(before - p).min())  # how near p the cut falls
+    return kept, np.array(margins)
+
+
+def test_top_p_on_a_whole_vocabulary_keeps_the_exact_nucleus():
+    # GPT-2's 50,257 logits, heavy-tailed at several spreads, 100 tied best tokens in a row:
+    # the nucleus found without a sort is the sorted float64 one wherever the float32 mass
+    # is not within rounding of p; inside a compiled function (its halvings are a loop), and
+    # with p a tensor.
+    rng = np.random.default_rng(1)
+    logits = np.concatenate([rng.standard_t(3, size=(4, 50257)) * scale
+                             for scale in (0.5, 1.0, 3.0, 8.0)]).astype("float32")
+    logits[0, :100] = logits[0, 0]
+    logits[5, :100] = logits[5].max()
+    filtered = jit(lambda x, p: top_p_filter(x, p))
+    sizes = []
+    for p in (0.05, 0.5, 0.9, 0.99):
+        ours = _kept(filtered(ops.convert_to_tensor(logits), ops.convert_to_tensor(p)))
+        expected, margins = _nucleus(logits, p)
+        clear = margins > 1e-5
+        assert clear.sum() >= 14
+        np.testing.assert_array_equal(ours[clear], expected[clear])
+        assert ours[5, :100].all()  # the tied best tokens, all of them
+        sizes.extend(ours.sum(-1))
+    assert min(sizes) == 1 and 10_000 < max(sizes) < 50257  # nuclei of every size
+    # p = 1 keeps everything, though float32 masses of a long tail round to 1 before its end.
+    assert _kept(top_p_filter(ops.convert_to_tensor(logits), 1.0)).all()
 
 
 def test_repetition_penalty_equals_hugging_faces():
