@@ -1,10 +1,11 @@
 """Where the ViT-tiny step's time goes on TensorFlow: op types, and the matrix products' share.
 
     python benchmarks/step_profile.py [--work vit-tiny-train|vit-tiny-infer] [--steps 5]
-        [--top 25] [--output FILE.json]
+        [--precision float32|bfloat16] [--top 25] [--output FILE.json]
 
 Builds `zoo bench`'s ViT-tiny step (`zoo.bench.workers.keras_vit_step`: random weights, its
-batch for the work; oneDNN on, as the `zoo` command runs TensorFlow), warms it up, and records `--steps` steps with
+batch for the work; oneDNN on, as the `zoo` command runs TensorFlow; `--precision bfloat16`:
+Keras' `mixed_bfloat16`, as `zoo bench --precision bfloat16`), warms it up, and records `--steps` steps with
 `tf.profiler`. Prints, a step:
 - the milliseconds each op type ran on TensorFlow's compute threads (ops that run side by side
   each count their own time, so these add up to more than the step);
@@ -12,7 +13,7 @@ batch for the work; oneDNN on, as the `zoo` command runs TensorFlow), warms it u
   product or convolution was running. The last over the span is how far the step is bound by
   its matrix products, which no change outside them can speed up.
 The profiler's own clock times the ops; the figures go to
-benchmarks/results/step_profile-WORK-HOST-DATE.json (`zoo.bench.report.result_name`).
+benchmarks/results/step_profile-WORK[-bfloat16]-HOST-DATE.json (`zoo.bench.report.result_name`).
 """
 
 from __future__ import annotations
@@ -76,10 +77,12 @@ def main() -> None:
     parser.add_argument("--work", choices=("vit-tiny-train", "vit-tiny-infer"),
                         default="vit-tiny-train")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--top", type=int, default=25, help="op types printed")
     parser.add_argument("--output", type=Path,
                         help="default: benchmarks/results/step_profile-WORK-HOST-DATE.json")
     args = parser.parse_args()
+    os.environ["ZOO_BENCH_PRECISION"] = args.precision  # read by keras_vit_step's policy
     step, batch = keras_vit_step(args.work, "zoo")
     for _ in range(3):
         step()
@@ -101,11 +104,12 @@ def main() -> None:
     print(f"a step: span {span:.1f} ms, some op running {busy:.1f} ms, some matrix product "
           f"running {products:.1f} ms ({products / span:.0%} of the span); {batch} images")
     write_benchmark(__file__, {
-        "work": args.work, "batch": batch, "steps": args.steps,
+        "work": args.work, "precision": args.precision, "batch": batch, "steps": args.steps,
         "span_ms": round(span, 1), "busy_ms": round(busy, 1),
         "matrix_products_ms": round(products, 1),
         "op_type_ms": {k: round(v, 2) for k, v in by_type.most_common()}},
-        variant=args.work, output=args.output)
+        variant=args.work + ("-bfloat16" if args.precision == "bfloat16" else ""),
+        output=args.output)
 
 
 if __name__ == "__main__":
