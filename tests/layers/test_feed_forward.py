@@ -54,6 +54,37 @@ def test_exact_gelu_is_x_times_the_normal_cdf():
         rtol=1e-6, atol=1e-6)
 
 
+def test_exact_gelu_of_bfloat16_is_float32_gelu_rounded_once():
+    # bfloat16 in, bfloat16 out, computed in float32: the float64 GELU of the bfloat16 inputs,
+    # rounded to bfloat16 once, within one bfloat16 step (2^-8 relative) everywhere; and a
+    # gradient in bfloat16 that equals float32's (to bfloat16 rounding).
+    x = keras.ops.cast(np.linspace(-6.0, 6.0, 2001).astype("float32"), "bfloat16")
+    exact = np.asarray(keras.ops.cast(x, "float64"))
+    exact = exact * np.vectorize(math.erfc)(-exact / math.sqrt(2.0)) / 2.0
+    got = exact_gelu(x)
+    assert keras.backend.standardize_dtype(got.dtype) == "bfloat16"
+    got = np.asarray(keras.ops.cast(got, "float64"))
+    np.testing.assert_allclose(got, exact, rtol=2.0**-8, atol=1e-6)
+
+    def gradient(values):
+        if keras.backend.backend() == "jax":
+            import jax
+
+            return jax.grad(lambda v: exact_gelu(v).astype("float32").sum())(values)
+        import tensorflow as tf
+
+        values = tf.convert_to_tensor(values)
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            total = tf.reduce_sum(tf.cast(exact_gelu(values), "float32"))
+        return tape.gradient(total, values)
+
+    d_bf16, d_f32 = gradient(x), gradient(keras.ops.cast(x, "float32"))
+    assert keras.backend.standardize_dtype(d_bf16.dtype) == "bfloat16"
+    np.testing.assert_allclose(np.asarray(keras.ops.cast(d_bf16, "float32")),
+                               np.asarray(d_f32), rtol=2.0**-8, atol=1e-6)
+
+
 def test_gelu_layer_keeps_its_config_name():
     layer = FeedForward(intermediate_dim=4, activation="gelu")
     assert layer.get_config()["activation"] == "gelu"
