@@ -25,10 +25,9 @@ def exact_gelu(x: Any) -> Any:
     >>> np.round(np.asarray(exact_gelu(np.array([-1.0, 0.0, 2.0], "float32"))), 4)
     array([-0.1587,  0.    ,  1.9545], dtype=float32)
 
-    A bfloat16 `x` is computed in float32 and the result rounded to bfloat16: TensorFlow's
+    A bfloat16 `x` is computed in float32 and the result rounded to bfloat16 once: TensorFlow's
     CPU kernels for bfloat16 arithmetic are slower than its float32 ones, and this function's
-    forward and backward are about ten passes over the widest activation of a block (a
-    ViT's `mixed_bfloat16` train step spent more time in them than in float32; figures:
+    forward and backward are about ten passes over the widest activation of a block (figures:
     docs/performance-log.md, 2026-11-29). XLA fuses the casts into the same loop.
     """
     if keras.backend.standardize_dtype(x.dtype) == "bfloat16":
