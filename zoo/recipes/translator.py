@@ -43,6 +43,7 @@ from zoo.training.tfds_data import (
 )
 from zoo.training.translation_metrics import TranslationMetricsCallback, corpus_scores
 from zoo.generation.settings import check_search_settings
+from zoo.models.translator.text_training import one_shape_per_bucket_for
 from zoo.training.errors import UserError
 from zoo.recipes.checks import check_fields, check_lora_settings
 from zoo.recipes.settings import TranslatorRecipe
@@ -193,17 +194,17 @@ def _train_translator(recipe: TranslatorRecipe) -> dict:
     source_ids, target_ids = [s for s, _ in kept], [t for _, t in kept]
     special = dict(start_id=tokenizer.start_id, end_id=tokenizer.end_id,
                    pad_id=tokenizer.pad_id)
-    # On JAX every distinct batch shape is one more compilation of the training step: there
-    # every batch of a length bucket gets one shape (rows of pad fill it; the loss masks them).
-    jax = keras.backend.backend() == "jax"
+    model = build_translator(recipe, tokenizer, pretrained)
+    # On JAX every batch of a length bucket gets one shape, as `Translator.fit` gives it.
     batches = TeacherForcingBatches(source_ids, target_ids, recipe.batch_size,
-                                    seed=recipe.seed, one_shape_per_bucket=jax, **special)
+                                    seed=recipe.seed,
+                                    one_shape_per_bucket=one_shape_per_bucket_for(model),
+                                    **special)
     if keras.backend.backend() == "tensorflow":
         batches = batches.to_tf_dataset()
     elif process_count() > 1:  # each process feeds its rows of every global batch
         batches = ProcessShard(batches)
 
-    model = build_translator(recipe, tokenizer, pretrained)
     sample = TeacherForcingBatches(source_ids[:2], target_ids[:2], 2, shuffle=False,
                                    **special)[0]
     model(sample[0])  # build the variables before restoring a checkpoint
