@@ -38,10 +38,14 @@ from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.workers import keras_vit_step  # noqa: E402
 
 PRODUCTS = ("MatMul", "Conv2D")  # in the op type's name, oneDNN's fused forms included
+# The event of an XLA-compiled call (zoo.layers.xla_fusion's chains) running on a compute
+# thread; its ops carry no "name:OpType".
+XLA_RUN = "CpuExecutable::ExecuteAsyncOnStream"
 
 
 def op_intervals(trace_dir: str) -> list[tuple[int, int, str]]:
-    """`(start_ps, end_ps, op_type)` of every op on TensorFlow's compute threads."""
+    """`(start_ps, end_ps, op_type)` of every op on TensorFlow's compute threads, each run of
+    an XLA-compiled call one "op" of type "XLA (fused chains)"."""
     space = xplane_pb2.XSpace()
     space.ParseFromString(Path(glob.glob(f"{trace_dir}/**/*.xplane.pb",
                                          recursive=True)[0]).read_bytes())
@@ -53,9 +57,11 @@ def op_intervals(trace_dir: str) -> list[tuple[int, int, str]]:
                 continue
             for event in line.events:
                 name = names.get(event.metadata_id, "")
+                start = line.timestamp_ns * 1000 + event.offset_ps
                 if ":" in name and "::" not in name:  # "scope/op_name:OpType", no executor
-                    start = line.timestamp_ns * 1000 + event.offset_ps
                     found.append((start, start + event.duration_ps, name.rsplit(":", 1)[1]))
+                elif name == XLA_RUN:
+                    found.append((start, start + event.duration_ps, "XLA (fused chains)"))
     return sorted(found)
 
 

@@ -65,9 +65,22 @@ def project(dense: keras.layers.EinsumDense, x: Any, input_axes: int = 1) -> Any
     y = ops.matmul(ops.reshape(x, (-1, fan_in)), ops.reshape(kernel, (fan_in, -1)))
     if scale is not None:
         y = y / scale
-    if dense.bias is not None:
-        y = y + ops.reshape(ops.cast(dense.bias, y.dtype), (-1,))
-    return ops.reshape(y, leading + out_shape)
+    if dense.bias is None:
+        return ops.reshape(y, leading + out_shape)
+    bias = ops.cast(dense.bias, y.dtype)
+    if _bias_apart(y):
+        return ops.reshape(y, leading + out_shape) + ops.reshape(bias, out_shape)
+    return ops.reshape(y + ops.reshape(bias, (-1,)), leading + out_shape)
+
+
+def _bias_apart(y: Any) -> bool:
+    """Whether `project` adds the bias after the reshape, apart from the product: bfloat16 on
+    TensorFlow. TensorFlow fuses a 2-D product and the bias added to it into one oneDNN inner
+    product, whose bfloat16 kernel is a generic one where the plain product runs on AMX
+    (`python -m zoo.bench.kernels`); the reshape between them keeps the two apart. In float32
+    the fused product is as fast, and XLA (JAX) fuses either form."""
+    return (keras.backend.backend() == "tensorflow"
+            and keras.backend.standardize_dtype(y.dtype) == "bfloat16")
 
 
 def _widens_int8_weights(dense: keras.layers.EinsumDense) -> bool:

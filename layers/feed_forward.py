@@ -9,6 +9,36 @@ from keras import ops
 
 from .initializers import clone_initializer
 from .validation import positive_int
+from .xla_fusion import fused_chain
+
+
+_SQRT_HALF = 0.7071067811865476
+_INVERSE_SQRT_TWO_PI = 0.3989422804014327
+
+
+def _plain_gelu(x: Any) -> Any:
+    if keras.backend.standardize_dtype(x.dtype) == "bfloat16":
+        return ops.cast(_plain_gelu(ops.cast(x, "float32")), "bfloat16")
+    return 0.5 * x * (1.0 + ops.erf(x * _SQRT_HALF))
+
+
+def _gelu_forward(x: Any) -> tuple:
+    import tensorflow as tf
+
+    wide = tf.cast(x, tf.float32)
+    return (tf.cast(0.5 * wide * (1.0 + tf.math.erf(wide * _SQRT_HALF)), x.dtype),)
+
+
+def _gelu_backward(upstream: Any, x: Any) -> tuple:
+    import tensorflow as tf
+
+    wide = tf.cast(x, tf.float32)
+    cdf = 0.5 * (1.0 + tf.math.erf(wide * _SQRT_HALF))
+    pdf = tf.exp(-0.5 * tf.square(wide)) * _INVERSE_SQRT_TWO_PI
+    return (tf.cast(tf.cast(upstream, tf.float32) * (cdf + wide * pdf), x.dtype),)
+
+
+_fused_gelu = fused_chain(_gelu_forward, _gelu_backward, _plain_gelu)
 
 
 def exact_gelu(x: Any) -> Any:
@@ -30,9 +60,7 @@ def exact_gelu(x: Any) -> Any:
     forward and backward are about ten passes over the widest activation of a block (figures:
     docs/performance-log.md, 2026-11-29). XLA fuses the casts into the same loop.
     """
-    if keras.backend.standardize_dtype(x.dtype) == "bfloat16":
-        return ops.cast(exact_gelu(ops.cast(x, "float32")), "bfloat16")
-    return 0.5 * x * (1.0 + ops.erf(x * 0.7071067811865476))
+    return _fused_gelu(x)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

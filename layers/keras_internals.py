@@ -115,6 +115,20 @@ def in_xla_compiled_graph() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def gradient_recording() -> bool:
+    """Whether a TensorFlow gradient tape is recording the ops run or traced now (inside
+    `with tf.GradientTape():`, as Keras' TensorFlow train step computes its loss).
+
+    Uses `tensorflow.python.eager.record.could_possibly_record`, the test TensorFlow's own
+    ops make before recording. False on other backends.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return False
+    from tensorflow.python.eager import record
+
+    return bool(record.could_possibly_record())
+
+
 def set_inputs_quantizer(layer: keras.layers.Layer, quantizer: Any) -> None:
     """Gives an int8 `Dense` or `EinsumDense` the quantizer it applies to its inputs.
 

@@ -25,6 +25,7 @@ from typing import Any
 import keras
 
 from zoo.models.architectures import architecture_config, architectures, load_preset
+from zoo.layers.xla_fusion import keras_step
 from zoo.models.lora import LoraAdaptation
 from zoo.training.step_retracing import keras_steps_unflagged
 
@@ -128,6 +129,17 @@ class Task(LoraAdaptation, keras.Model):
         arguments = None if self.compiled else self.default_compile_arguments()
         if arguments is not None:
             self.compile(**arguments)
+
+    def predict_step(self, data: Any) -> Any:
+        """Keras' `predict_step`, with the elementwise chains fused on TensorFlow
+        (`zoo.layers.xla_fusion`; no export traces this step)."""
+        with keras_step():
+            return super().predict_step(data)
+
+    def test_step(self, data: Any) -> Any:
+        """Keras' `test_step`, fused as `predict_step` is."""
+        with keras_step():
+            return super().test_step(data)
 
     def fit(self, *args: Any, **kwargs: Any) -> keras.callbacks.History:
         """`keras.Model.fit`, compiling first with `default_compile_arguments` a task that

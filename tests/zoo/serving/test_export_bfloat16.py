@@ -105,3 +105,22 @@ def test_a_bfloat16_translator_export_caches_in_bfloat16_and_translates_as_float
     # Sums of 16 log-probabilities, each product rounded to 8 bits of mantissa.
     np.testing.assert_allclose(served["scores"], serve(float_version, {"sentences": texts})
                                ["scores"], rtol=0.01)
+
+
+@pytest.mark.slow
+def test_predict_fuses_its_gelu_yet_no_export_carries_an_xla_call(vit_exports, monkeypatch):
+    # Keras' predict step runs the GELU as one XLA call (zoo.layers.xla_fusion); an export
+    # traces the model's call, where it stays plain ops: the stock model server runs a
+    # SavedModel without XLA.
+    import zoo.layers.xla_fusion as xla_fusion
+
+    model, float_version, bf16_version = vit_exports
+    answers = []
+    fusing = xla_fusion.fusing
+    monkeypatch.setattr(xla_fusion, "fusing", lambda: answers.append(fusing()) or answers[-1])
+    images = np.random.default_rng(3).integers(0, 256, (3, 16, 16, 3)).astype("uint8")
+    np.testing.assert_allclose(model.predict_on_batch(images), model(images), rtol=1e-5,
+                               atol=1e-5)
+    assert True in answers and False in answers  # fused in the step, plain in the call
+    for version in (float_version, bf16_version):
+        assert b"_XlaMustCompile" not in (version / "saved_model.pb").read_bytes()

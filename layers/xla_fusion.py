@@ -1,0 +1,98 @@
+"""Elementwise chains that XLA fuses into one loop inside TensorFlow's train-step graphs.
+
+TensorFlow runs a graph op by op: the exact GELU's forward and backward are about ten passes
+over the widest activation of a block, a LayerNorm's about a dozen, each a kernel that reads
+and writes the whole tensor, and under `mixed_bfloat16` each also casts. On a CPU those
+passes, not the matrix products, were most of what kept a bfloat16 train step from gaining
+what the products gained (docs/performance-log.md, 2026-11-29). XLA compiles such a chain
+into one loop; compiling the whole step would also compile its matrix products, which XLA's
+CPU backend widens from bfloat16 to float32 (docs/benchmarks.md, "bfloat16 on CPUs").
+
+So `fused_chain` compiles only the chain, forward and backward each one XLA function
+(`tf.function(jit_compile=True)`), called from the graph whose products stay oneDNN's. It
+does so only on TensorFlow, outside a trace XLA compiles already, and only in graphs that no
+export writes: while a gradient tape records (a train step, Keras' or your own) or inside
+`keras_step()` (the zoo's tasks enter it in Keras' predict and test steps). Everywhere else,
+an exported SavedModel above all (the stock model server runs it without XLA), and on JAX,
+whose compiler fuses the chain itself, the chain runs as plain ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from typing import Any, Callable, Iterator
+
+import keras
+
+from .keras_internals import gradient_recording, in_xla_compiled_graph
+
+
+_steps = threading.local()
+
+
+@contextlib.contextmanager
+def keras_step() -> Iterator[None]:
+    """Marks the computation traced inside as one of Keras' compiled steps (`predict_step`,
+    `test_step`), which no export traces: `fused_chain` fuses there too."""
+    _steps.depth = getattr(_steps, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _steps.depth -= 1
+
+
+def fusing() -> bool:
+    """Whether `fused_chain` compiles its chain now: on TensorFlow, in a train step (a
+    gradient tape records) or inside `keras_step()`, and not already inside an XLA-compiled
+    trace."""
+    return (keras.backend.backend() == "tensorflow"
+            and (gradient_recording() or getattr(_steps, "depth", 0) > 0)
+            and not in_xla_compiled_graph())
+
+
+def fused_chain(forward: Callable[..., tuple], backward: Callable[..., tuple],
+                plain: Callable[..., Any]) -> Callable[..., Any]:
+    """A function of tensors that runs `plain(*inputs)`, or, while `fusing()`, the same
+    function as two XLA-compiled chains.
+
+    Args:
+        forward: `forward(*inputs) -> (output, *saved)`: the function's output and what its
+            gradient needs beside the inputs (small tensors, such as a LayerNorm's row
+            statistics), in TensorFlow ops.
+        backward: `backward(upstream, *inputs, *saved) -> (gradient of each input,)`, the
+            gradients in the inputs' dtypes.
+        plain: the same function as `forward`'s output, in `keras.ops` (or any form that runs
+            on every backend and exports without XLA).
+
+    Returns:
+        The function; it takes the inputs positionally, tensors all.
+    """
+
+    @functools.cache
+    def compiled() -> tuple[Callable[..., Any], Callable[..., Any]]:
+        import tensorflow as tf
+
+        return (tf.function(forward, jit_compile=True, autograph=False),
+                tf.function(backward, jit_compile=True, autograph=False))
+
+    def call(*inputs: Any) -> Any:
+        if not fusing():
+            return plain(*inputs)
+        import tensorflow as tf
+
+        forward_xla, backward_xla = compiled()
+
+        @tf.custom_gradient
+        def chain(*args: Any) -> tuple:
+            output, *saved = forward_xla(*args)
+
+            def grad(upstream: Any) -> tuple:
+                return tuple(backward_xla(upstream, *args, *saved))
+
+            return output, grad
+
+        return chain(*inputs)
+
+    return call
