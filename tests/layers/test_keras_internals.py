@@ -13,6 +13,7 @@ import pytest
 
 from zoo.layers.keras_internals import (
     APPLY_WEIGHT_DECAY_HOOK,
+    gradient_recording,
     keras_mask,
     optimizer_variable_index,
     saved_weight_paths,
@@ -147,3 +148,28 @@ def test_weight_decay_hook_refuses_a_class_without_the_hook_or_the_method():
         weight_decay_hook("missing")(type("A", (keras.optimizers.AdamW,), {}))
     with pytest.raises(TypeError, match="weight-decay hook"):
         weight_decay_hook("decay")(type("B", (), {"decay": lambda self, v, d: None}))
+
+
+def test_gradient_recording_is_true_inside_a_tape_only():
+    if keras.backend.backend() != "tensorflow":
+        assert not gradient_recording()
+        return
+    import tensorflow as tf
+
+    seen = {}
+
+    @tf.function(autograph=False)
+    def step(x):
+        seen["traced, no tape"] = gradient_recording()
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            seen["traced, in a tape"] = gradient_recording()
+            y = x * x
+        return tape.gradient(y, x)
+
+    assert not gradient_recording()
+    with tf.GradientTape():
+        seen["eager, in a tape"] = gradient_recording()
+    step(tf.constant(1.0))
+    assert seen == {"eager, in a tape": True, "traced, no tape": False,
+                    "traced, in a tape": True}

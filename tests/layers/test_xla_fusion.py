@@ -95,3 +95,21 @@ def test_off_tensorflow_nothing_fuses():
     exact, _ = _gelu_and_derivative(np.linspace(-3.0, 3.0, 61))
     np.testing.assert_allclose(np.asarray(exact_gelu(np.linspace(-3.0, 3.0, 61)
                                                      .astype("float32"))), exact, atol=1e-6)
+
+
+def test_a_task_s_predict_and_evaluate_answer_as_its_call_on_either_backend():
+    # The zoo's tasks enter `keras_step()` in Keras' predict and test steps, whose arguments
+    # differ by backend: `(data)` on TensorFlow, `(state, data)` on JAX.
+    from zoo.models.vit.model import VisionTransformer
+
+    keras.utils.set_random_seed(0)
+    model = VisionTransformer(image_size=16, patch_size=8, num_layers=1, hidden_dim=16,
+                              num_heads=2, intermediate_dim=32, num_classes=3)
+    images = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype("float32")
+    called = np.asarray(model(images))
+    np.testing.assert_allclose(model.predict_on_batch(images), called, rtol=1e-5, atol=1e-5)
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    labels = np.array([0, 1, 2, 0])
+    expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, called)
+    np.testing.assert_allclose(model.evaluate(images, labels, verbose=0), float(expected),
+                               rtol=1e-5)

@@ -130,16 +130,17 @@ class Task(LoraAdaptation, keras.Model):
         if arguments is not None:
             self.compile(**arguments)
 
-    def predict_step(self, data: Any) -> Any:
-        """Keras' `predict_step`, with the elementwise chains fused on TensorFlow
-        (`zoo.layers.xla_fusion`; no export traces this step)."""
+    def predict_step(self, *args: Any) -> Any:
+        """Keras' `predict_step` (`(data)` on TensorFlow, `(state, data)` on JAX), with the
+        elementwise chains fused on TensorFlow (`zoo.layers.xla_fusion`; no export traces
+        this step)."""
         with keras_step():
-            return super().predict_step(data)
+            return super().predict_step(*args)
 
-    def test_step(self, data: Any) -> Any:
+    def test_step(self, *args: Any) -> Any:
         """Keras' `test_step`, fused as `predict_step` is."""
         with keras_step():
-            return super().test_step(data)
+            return super().test_step(*args)
 
     def fit(self, *args: Any, **kwargs: Any) -> keras.callbacks.History:
         """`keras.Model.fit`, compiling first with `default_compile_arguments` a task that
