@@ -1,13 +1,15 @@
 """The ViT-tiny step with and without one of the zoo's TensorFlow step changes, in one process.
 
-    python benchmarks/fusion_ab.py --change gelu-fusion|bias-apart
+    python benchmarks/fusion_ab.py --change gelu-fusion|layernorm-fusion|bias-apart
         [--work vit-tiny-train|vit-tiny-infer] [--precision float32|bfloat16] [--rounds 6]
 
 Builds `zoo bench`'s ViT-tiny step twice (`zoo.bench.workers.keras_vit_step`, TensorFlow with
 oneDNN, random weights): "without" traced with the change turned off, "with" as the zoo runs.
 The changes:
 - `gelu-fusion`: the exact GELU as one XLA call in the step (`zoo.layers.xla_fusion.fusing`
-  answers False for "without");
+  answers False for "without"; this turns off the LayerNorm's fusion too);
+- `layernorm-fusion`: the LayerNorm's forward as one XLA call in predict and test steps
+  (`zoo.layers.layer_normalization._normalize` is its plain form for "without");
 - `bias-apart`: the attention projections' bias added after the reshape, apart from the
   product, in bfloat16 (`zoo.layers.einsum_projection._bias_apart` answers False for
   "without").
@@ -31,13 +33,21 @@ from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
 import zoo.layers.einsum_projection as einsum_projection  # noqa: E402
+import zoo.layers.layer_normalization as layer_normalization  # noqa: E402
 import zoo.layers.xla_fusion as xla_fusion  # noqa: E402
 from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.steps import interleaved  # noqa: E402
 from zoo.bench.workers import keras_vit_step  # noqa: E402
 
-SWITCHES = {"gelu-fusion": (xla_fusion, "fusing"),
-            "bias-apart": (einsum_projection, "_bias_apart")}
+def _never(*_: object) -> bool:
+    return False
+
+
+# change: (module, name, what the name is set to for "without")
+SWITCHES = {"gelu-fusion": (xla_fusion, "fusing", _never),
+            "layernorm-fusion": (layer_normalization, "_normalize",
+                                 layer_normalization._plain_form),
+            "bias-apart": (einsum_projection, "_bias_apart", _never)}
 
 
 def main() -> None:
@@ -51,11 +61,11 @@ def main() -> None:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     os.environ["ZOO_BENCH_PRECISION"] = args.precision  # read by keras_vit_step's policy
-    module, name = SWITCHES[args.change]
+    module, name, without = SWITCHES[args.change]
     switch = getattr(module, name)
     steps = {}
     for variant in ("without", "with"):
-        setattr(module, name, switch if variant == "with" else (lambda *_: False))
+        setattr(module, name, switch if variant == "with" else without)
         step, batch = keras_vit_step(args.work, "zoo")
         for _ in range(3):  # traced (with the switch as set) and warmed up
             step()

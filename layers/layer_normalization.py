@@ -7,6 +7,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from .xla_fusion import fused_forward
+
 
 def _normalize_last_axis(x: Any, gamma: Any, beta: Any, epsilon: float) -> Any:
     """`(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last axis of `x`, with the
@@ -36,6 +38,25 @@ def _normalize_last_axis(x: Any, gamma: Any, beta: Any, epsilon: float) -> Any:
     return normalize(x, gamma, beta)
 
 
+def _compiled_form(x: Any, gamma: Any, beta: Any, epsilon: Any, dtype: str) -> Any:
+    """`_normalize_last_axis` in TensorFlow ops, for XLA: `x` computed in `gamma`'s dtype,
+    the result returned in `dtype`."""
+    import tensorflow as tf
+
+    wide = tf.cast(x, gamma.dtype)
+    centered = wide - tf.reduce_mean(wide, axis=-1, keepdims=True)
+    inverse = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+                            + epsilon)
+    return tf.cast(centered * inverse * gamma + beta, dtype)
+
+
+def _plain_form(x: Any, gamma: Any, beta: Any, epsilon: Any, dtype: str) -> Any:
+    return ops.cast(_normalize_last_axis(ops.cast(x, gamma.dtype), gamma, beta, epsilon), dtype)
+
+
+_normalize = fused_forward(_compiled_form, _plain_form)
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class LayerNormalization(keras.layers.LayerNormalization):
     """Keras's `LayerNormalization`, faster where it normalizes the last axis on TensorFlow.
@@ -46,8 +67,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
     and gives TensorFlow the gradient in closed form instead of the differentiated chain of
     `moments`: faster, forward and backward, on a ViT-tiny train batch
     (`benchmarks/layer_norm.py`; docs/benchmarks.md, "LayerNorm"). Like Keras's, it computes
-    in float32 under a mixed-precision policy and returns the compute dtype. Other backends
-    (whose compilers fuse the chain) and other settings run Keras's call.
+    in float32 under a mixed-precision policy and returns the compute dtype. In Keras' predict
+    and test steps it runs as one XLA-compiled chain (`zoo.layers.xla_fusion.fused_forward`).
+    Other backends (whose compilers fuse the chain) and other settings run Keras's call.
 
     Example:
     >>> import numpy as np
@@ -65,7 +87,6 @@ class LayerNormalization(keras.layers.LayerNormalization):
     def call(self, inputs: Any) -> Any:
         if not self._closed_form:
             return super().call(inputs)
-        x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))
-        outputs = _normalize_last_axis(x, ops.cast(self.gamma, x.dtype),
-                                       ops.cast(self.beta, x.dtype), self.epsilon)
-        return ops.cast(outputs, self.compute_dtype)
+        wide = keras.backend.result_type(inputs.dtype, "float32")
+        return _normalize(inputs, ops.cast(self.gamma, wide), ops.cast(self.beta, wide),
+                          ops.convert_to_tensor(self.epsilon, wide), self.compute_dtype)

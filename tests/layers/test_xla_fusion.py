@@ -113,3 +113,40 @@ def test_a_task_s_predict_and_evaluate_answer_as_its_call_on_either_backend():
     expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, called)
     np.testing.assert_allclose(model.evaluate(images, labels, verbose=0), float(expected),
                                rtol=1e-5)
+
+
+@tensorflow_only
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("bfloat16", 2.0**-7)])
+def test_a_predict_step_s_layer_norm_is_one_xla_call_a_train_step_s_is_not(dtype, rtol):
+    import tensorflow as tf
+
+    from zoo.layers.layer_normalization import LayerNormalization
+
+    rng = np.random.default_rng(0)
+    norm = LayerNormalization(epsilon=1e-5, gamma_initializer="glorot_uniform",
+                              beta_initializer="glorot_uniform", dtype=keras.DTypePolicy(dtype))
+    x = tf.cast(rng.normal(3.0, 2.0, size=(4, 7, 16)), dtype)
+    norm.build(x.shape)
+    wide = np.asarray(tf.cast(x, "float64"))
+    centered = wide - wide.mean(-1, keepdims=True)
+    expected = (centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + 1e-5)
+                * np.asarray(norm.gamma, "float64") + np.asarray(norm.beta, "float64"))
+
+    @tf.function(autograph=False)
+    def predicted(values):
+        with keras_step():
+            return norm(values)
+
+    @tf.function(autograph=False)
+    def trained(values):
+        with keras_step(), tf.GradientTape() as tape:
+            tape.watch(values)
+            y = norm(values)
+        return y, tape.gradient(y, values)
+
+    assert _xla_marked(predicted, x) == 1
+    assert _xla_marked(trained, x) == 0  # its XLA backward did not pay: the plain form
+    for y in (predicted(x), trained(x)[0], norm(x)):
+        assert keras.backend.standardize_dtype(y.dtype) == dtype
+        np.testing.assert_allclose(np.asarray(tf.cast(y, "float64")), expected, rtol=rtol,
+                                   atol=rtol)
