@@ -1,10 +1,10 @@
-"""Elementwise chains that XLA fuses into one loop inside TensorFlow's train-step graphs.
+"""Elementwise chains that XLA fuses into one loop inside TensorFlow's step graphs.
 
 TensorFlow runs a graph op by op: the exact GELU's forward and backward are about ten passes
 over the widest activation of a block, a LayerNorm's about a dozen, each a kernel that reads
 and writes the whole tensor, and under `mixed_bfloat16` each also casts. On a CPU those
-passes, not the matrix products, were most of what kept a bfloat16 train step from gaining
-what the products gained (docs/performance-log.md, 2026-11-29). XLA compiles such a chain
+passes kept a bfloat16 step from gaining what its matrix products gained
+(docs/performance-log.md, 2026-11-29). XLA compiles such a chain
 into one loop; compiling the whole step would also compile its matrix products, which XLA's
 CPU backend widens from bfloat16 to float32 (docs/benchmarks.md, "bfloat16 on CPUs").
 
@@ -14,7 +14,9 @@ does so only on TensorFlow, outside a trace XLA compiles already, and only in gr
 export writes: while a gradient tape records (a train step, Keras' or your own) or inside
 `keras_step()` (the zoo's tasks enter it in Keras' predict and test steps). Everywhere else,
 an exported SavedModel above all (the stock model server runs it without XLA), and on JAX,
-whose compiler fuses the chain itself, the chain runs as plain ops.
+whose compiler fuses the chain itself, the chain runs as plain ops. `fused_forward` compiles
+a forward alone, where no gradient is taken (the LayerNorm's: XLA's code for its backward
+was slower than TensorFlow's kernels).
 """
 
 from __future__ import annotations
