@@ -58,7 +58,9 @@ def exact_gelu(x: Any) -> Any:
     A bfloat16 `x` is computed in float32 and the result rounded to bfloat16 once: TensorFlow's
     CPU kernels for bfloat16 arithmetic are slower than its float32 ones, and this function's
     forward and backward are about ten passes over the widest activation of a block (figures:
-    docs/performance-log.md, 2026-11-29). XLA fuses the casts into the same loop.
+    docs/performance-log.md, 2026-11-29). In TensorFlow's train, predict and test steps its
+    forward and its backward each run as one XLA-compiled loop, casts included
+    (`zoo.layers.xla_fusion`); elsewhere, exports included, as plain ops.
     """
     return _fused_gelu(x)
 

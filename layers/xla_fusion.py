@@ -37,7 +37,7 @@ _steps = threading.local()
 @contextlib.contextmanager
 def keras_step() -> Iterator[None]:
     """Marks the computation traced inside as one of Keras' compiled steps (`predict_step`,
-    `test_step`), which no export traces: `fused_chain` fuses there too."""
+    `test_step`), which no export traces: `fused_chain` and `fused_forward` fuse there too."""
     _steps.depth = getattr(_steps, "depth", 0) + 1
     try:
         yield
@@ -61,8 +61,8 @@ def fused_chain(forward: Callable[..., tuple], backward: Callable[..., tuple],
 
     Args:
         forward: `forward(*inputs) -> (output, *saved)`: the function's output and what its
-            gradient needs beside the inputs (small tensors, such as a LayerNorm's row
-            statistics), in TensorFlow ops.
+            gradient needs beside the inputs (best small tensors, such as row statistics),
+            in TensorFlow ops.
         backward: `backward(upstream, *inputs, *saved) -> (gradient of each input,)`, the
             gradients in the inputs' dtypes.
         plain: the same function as `forward`'s output, in `keras.ops` (or any form that runs

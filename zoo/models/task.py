@@ -24,8 +24,8 @@ from typing import Any
 
 import keras
 
-from zoo.models.architectures import architecture_config, architectures, load_preset
 from zoo.layers.xla_fusion import keras_step
+from zoo.models.architectures import architecture_config, architectures, load_preset
 from zoo.models.lora import LoraAdaptation
 from zoo.training.step_retracing import keras_steps_unflagged
 
