@@ -39,6 +39,7 @@ from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.steps import interleaved  # noqa: E402
 from zoo.bench.workers import keras_vit_step  # noqa: E402
 
+
 def _never(*_: object) -> bool:
     return False
 
@@ -46,7 +47,7 @@ def _never(*_: object) -> bool:
 # change: (module, name, what the name is set to for "without")
 SWITCHES = {"gelu-fusion": (xla_fusion, "fusing", _never),
             "layernorm-fusion": (layer_normalization, "_normalize",
-                                 layer_normalization._plain_form),
+                                 layer_normalization._in_dtype),
             "bias-apart": (einsum_projection, "_bias_apart", _never)}
 
 

@@ -38,23 +38,12 @@ def _normalize_last_axis(x: Any, gamma: Any, beta: Any, epsilon: float) -> Any:
     return normalize(x, gamma, beta)
 
 
-def _compiled_form(x: Any, gamma: Any, beta: Any, epsilon: Any, dtype: str) -> Any:
-    """`_normalize_last_axis` in TensorFlow ops, for XLA: `x` computed in `gamma`'s dtype,
-    the result returned in `dtype`."""
-    import tensorflow as tf
-
-    wide = tf.cast(x, gamma.dtype)
-    centered = wide - tf.reduce_mean(wide, axis=-1, keepdims=True)
-    inverse = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-                            + epsilon)
-    return tf.cast(centered * inverse * gamma + beta, dtype)
-
-
-def _plain_form(x: Any, gamma: Any, beta: Any, epsilon: Any, dtype: str) -> Any:
+def _in_dtype(x: Any, gamma: Any, beta: Any, epsilon: Any, dtype: str) -> Any:
+    """`_normalize_last_axis` of `x` computed in `gamma`'s dtype, returned in `dtype`."""
     return ops.cast(_normalize_last_axis(ops.cast(x, gamma.dtype), gamma, beta, epsilon), dtype)
 
 
-_normalize = fused_forward(_compiled_form, _plain_form)
+_normalize = fused_forward(_in_dtype)
 
 
 @keras.saving.register_keras_serializable(package="zoo")

@@ -100,28 +100,21 @@ def fused_chain(forward: Callable[..., tuple], backward: Callable[..., tuple],
     return call
 
 
-def fused_forward(forward: Callable[..., Any], plain: Callable[..., Any]
-                  ) -> Callable[..., Any]:
-    """A function of tensors that runs `plain(*inputs)`, or, while `fusing()` and no gradient
-    is taken (the predict and test steps), `forward(*inputs)` as one XLA-compiled chain: for
-    a chain whose compiled backward does not pay (a LayerNorm's, whose column sums XLA's CPU
-    code runs slower than TensorFlow's kernels).
-
-    Args:
-        forward: the function in TensorFlow ops.
-        plain: the same function in `keras.ops`, with its gradient (any form that runs on
-            every backend and exports without XLA).
-    """
+def fused_forward(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` (of tensors, with its own gradient, in ops that run on every backend), run
+    as one XLA-compiled chain while `fusing()` and no gradient is taken (the predict and test
+    steps), and as it is elsewhere: for a chain whose compiled backward does not pay (a
+    LayerNorm's, whose column sums XLA's CPU code runs slower than TensorFlow's kernels)."""
 
     @functools.cache
     def compiled() -> Callable[..., Any]:
         import tensorflow as tf
 
-        return tf.function(forward, jit_compile=True, autograph=False)
+        return tf.function(function, jit_compile=True, autograph=False)
 
     def call(*inputs: Any) -> Any:
         if fusing() and not gradient_recording():
             return compiled()(*inputs)
-        return plain(*inputs)
+        return function(*inputs)
 
     return call
