@@ -1,6 +1,7 @@
 """The ViT-tiny step with and without one of the zoo's TensorFlow step changes, in one process.
 
-    python benchmarks/fusion_ab.py --change gelu-fusion|layernorm-fusion|bias-apart
+    python benchmarks/fusion_ab.py
+        --change gelu-fusion|layernorm-fusion|softmax-fusion|bias-apart
         [--work vit-tiny-train|vit-tiny-infer] [--precision float32|bfloat16] [--rounds 6]
 
 Builds `zoo bench`'s ViT-tiny step twice (`zoo.bench.workers.keras_vit_step`, TensorFlow with
@@ -10,6 +11,8 @@ The changes:
   answers False for "without"; this turns off the LayerNorm's fusion too);
 - `layernorm-fusion`: the LayerNorm's forward as one XLA call in predict and test steps
   (`zoo.layers.layer_normalization._normalize` is its plain form for "without");
+- `softmax-fusion`: the attention's scaling, softmax and cast as one XLA call each way
+  (`zoo.layers.attention.fusing` answers False for "without");
 - `bias-apart`: the attention projections' bias added after the reshape, apart from the
   product, in bfloat16 (`zoo.layers.einsum_projection._bias_apart` answers False for
   "without").
@@ -21,7 +24,6 @@ benchmarks/results/fusion_ab-CHANGE-WORK-PRECISION-HOST-DATE.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -32,12 +34,13 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
+import zoo.layers.attention as attention  # noqa: E402
 import zoo.layers.einsum_projection as einsum_projection  # noqa: E402
 import zoo.layers.layer_normalization as layer_normalization  # noqa: E402
 import zoo.layers.xla_fusion as xla_fusion  # noqa: E402
 from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.steps import interleaved  # noqa: E402
-from zoo.bench.workers import keras_vit_step  # noqa: E402
+from zoo.bench.workers import keras_vit_step, vit_step_parser  # noqa: E402
 
 
 def _never(*_: object) -> bool:
@@ -48,18 +51,13 @@ def _never(*_: object) -> bool:
 SWITCHES = {"gelu-fusion": (xla_fusion, "fusing", _never),
             "layernorm-fusion": (layer_normalization, "_normalize",
                                  layer_normalization._in_dtype),
+            "softmax-fusion": (attention, "fusing", _never),
             "bias-apart": (einsum_projection, "_bias_apart", _never)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = vit_step_parser(__doc__.splitlines()[0])
     parser.add_argument("--change", choices=sorted(SWITCHES), required=True)
-    parser.add_argument("--work", choices=("vit-tiny-train", "vit-tiny-infer"),
-                        default="vit-tiny-train")
-    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="bfloat16")
-    parser.add_argument("--rounds", type=int, choices=range(1, 101), default=6,
-                        metavar="1..100")
-    parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     os.environ["ZOO_BENCH_PRECISION"] = args.precision  # read by keras_vit_step's policy
     module, name, without = SWITCHES[args.change]

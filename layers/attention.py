@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import functools
+
 import keras
 from keras import ops
 
+from .xla_fusion import fused_chain, fusing
 # Logits of masked positions. A large finite value (not -inf) keeps a row that is masked
 # everywhere finite (it becomes uniform, as in `keras.layers.Softmax`), and it is applied in
 # float32, where it is representable.
@@ -87,9 +90,10 @@ def scaled_dot_product_attention(
     if scale is None:
         scale = 1.0 / float(query.shape[-1]) ** 0.5
     # Logits and softmax in float32, so that float16 and bfloat16 inputs cannot overflow.
-    logits = ops.matmul(
+    unscaled = ops.matmul(
         ops.cast(query, "float32"), ops.swapaxes(ops.cast(key, "float32"), -1, -2)
-    ) * scale
+    )
+    logits = unscaled * scale
     if mask is not None:
         mask = ops.convert_to_tensor(mask)
         check_mask_broadcasts(mask, logits.shape)
@@ -98,8 +102,44 @@ def scaled_dot_product_attention(
         weights = ops.ones_like(logits)
     else:
         weights = ops.softmax(logits, axis=-1)
-    context = ops.matmul(ops.cast(weights, value.dtype), value)
+    if fusing() and logits.shape[-1] != 1:
+        # The scaling, mask, softmax and cast as one XLA loop each way; `weights` above is
+        # then left out of the graph unless the caller uses it.
+        masks = () if mask is None else (ops.cast(mask, "bool"),)
+        context_weights = _softmax_chain(keras.backend.standardize_dtype(value.dtype),
+                                         bool(masks))(unscaled, ops.cast(scale, "float32"),
+                                                      *masks)
+    else:
+        context_weights = ops.cast(weights, value.dtype)
+    context = ops.matmul(context_weights, value)
     return context, weights
+
+
+def _scaled_softmax(logits: Any, scale: Any, mask: Any = None) -> Any:
+    """softmax(logits * scale) over the last axis, masked positions filled first."""
+    logits = logits * scale
+    if mask is not None:
+        logits = ops.where(mask, logits, MASKED_LOGIT)
+    return ops.softmax(logits, axis=-1)
+
+
+@functools.cache
+def _softmax_chain(dtype: str, masked: bool) -> Any:
+    """`cast(_scaled_softmax(logits, scale[, mask]), dtype)` as a `fused_chain`: its
+    backward recomputes the float32 weights from the logits rather than keep them."""
+
+    def forward(logits: Any, scale: Any, *mask: Any) -> tuple:
+        return (ops.cast(_scaled_softmax(logits, scale, *mask), dtype),)
+
+    def backward(upstream: Any, logits: Any, scale: Any, *mask: Any) -> tuple:
+        weights = _scaled_softmax(logits, scale, *mask)
+        upstream = ops.cast(upstream, "float32")
+        grad = weights * (upstream - ops.sum(upstream * weights, axis=-1, keepdims=True))
+        if masked:
+            grad = ops.where(mask[0], grad, 0.0)
+        return (grad * scale, None, *(None for _ in mask))
+
+    return fused_chain(forward, backward, lambda *inputs: forward(*inputs)[0])
 
 
 def fused_attention(

@@ -150,3 +150,77 @@ def test_a_predict_step_s_layer_norm_is_one_xla_call_a_train_step_s_is_not(dtype
         assert keras.backend.standardize_dtype(y.dtype) == dtype
         np.testing.assert_allclose(np.asarray(tf.cast(y, "float64")), expected, rtol=rtol,
                                    atol=rtol)
+
+
+def _attention_and_gradients(q, k, v, mask, upstream):
+    """Float64 NumPy attention softmax(q k^T / sqrt(d)) v, masked positions filled with -1e9
+    before the softmax, and the gradients of sum(upstream * context) in q, k and v."""
+    logits = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    logits = np.where(mask, logits, -1e9) if mask is not None else logits
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    d_weights = upstream @ np.swapaxes(v, -1, -2)
+    d_logits = weights * (d_weights - (d_weights * weights).sum(-1, keepdims=True))
+    if mask is not None:
+        d_logits = np.where(mask, d_logits, 0.0)
+    d_logits /= math.sqrt(q.shape[-1])
+    return (weights @ v, d_logits @ k, np.swapaxes(d_logits, -1, -2) @ q,
+            np.swapaxes(weights, -1, -2) @ upstream)
+
+
+@tensorflow_only
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("bfloat16", 3e-2)])
+def test_a_train_step_s_attention_softmax_is_one_xla_call_each_way_and_exact(
+        dtype, tolerance, masked):
+    import tensorflow as tf
+
+    from zoo.layers.attention import scaled_dot_product_attention
+
+    rng = np.random.default_rng(1)
+    q, k, v, upstream = (tf.cast(rng.normal(size=shape) * 2.0, dtype) for shape in
+                         ((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4), (2, 3, 5, 4)))
+    # A causal-like pattern with one row masked everywhere (its weights become uniform).
+    mask = np.tril(np.ones((5, 7), bool), 1)
+    mask[2] = False
+    mask = tf.constant(mask) if masked else None
+
+    @tf.function(autograph=False)
+    def step(*tensors):
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            context, _ = scaled_dot_product_attention(*tensors, mask=mask)
+        return (context, *tape.gradient(context, tensors, output_gradients=upstream))
+
+    assert _xla_marked(step, q, k, v) == 2
+    wide = [np.asarray(tf.cast(t, "float64")) for t in (q, k, v, upstream)]
+    expected = _attention_and_gradients(*wide[:3], None if mask is None else mask.numpy(),
+                                        wide[3])
+    for got, want in zip(step(q, k, v), expected):
+        assert keras.backend.standardize_dtype(got.dtype) == dtype
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(np.asarray(tf.cast(got, "float64")) / scale, want / scale,
+                                   atol=tolerance)
+
+
+@tensorflow_only
+def test_the_attention_weights_a_fused_step_returns_are_its_float32_softmax():
+    import tensorflow as tf
+
+    from zoo.layers.attention import scaled_dot_product_attention
+
+    rng = np.random.default_rng(2)
+    q, k, v = (tf.cast(rng.normal(size=(1, 2, 4, 8)), "bfloat16") for _ in range(3))
+
+    @tf.function(autograph=False)
+    def predicted(*tensors):
+        with keras_step():
+            return scaled_dot_product_attention(*tensors)
+
+    assert _xla_marked(predicted, q, k, v) == 1
+    context, weights = predicted(q, k, v)
+    plain_context, plain_weights = scaled_dot_product_attention(q, k, v)
+    assert weights.dtype == tf.float32
+    np.testing.assert_allclose(weights.numpy(), plain_weights.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(tf.cast(context, "float32")),
+                               np.asarray(tf.cast(plain_context, "float32")), rtol=1e-2)

@@ -79,6 +79,20 @@ def keras_vit_step(work: str, system: str, int8: bool = False
     return lambda: np.asarray(model.predict_on_batch(images)), batch
 
 
+def vit_step_parser(description: str) -> argparse.ArgumentParser:
+    """The flags of the benchmark scripts that time `keras_vit_step` (benchmarks/fusion_ab.py,
+    benchmarks/product_bound.py): `--work`, `--precision` (set `ZOO_BENCH_PRECISION` from it
+    before building the step), `--rounds` and `--output`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--work", choices=("vit-tiny-train", "vit-tiny-infer"),
+                        default="vit-tiny-train")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="bfloat16")
+    parser.add_argument("--rounds", type=int, choices=range(1, 101), default=6,
+                        metavar="1..100", help="alternating rounds of the A/B (default: 6)")
+    parser.add_argument("--output", type=Path, help="the result's file or folder")
+    return parser
+
+
 def keras_vit(work: str, system: str, seconds: float, int8: bool = False) -> float:
     """Images per second of `keras_vit_step`."""
     step, batch = keras_vit_step(work, system, int8)
