@@ -54,6 +54,20 @@ def fusing() -> bool:
             and not in_xla_compiled_graph())
 
 
+def xla_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` as one XLA-compiled TensorFlow function (`tf.function(jit_compile=True)`,
+    without AutoGraph), made at its first call; for the chains below and the attention's
+    (`zoo.layers.attention`), called only while `fusing()`."""
+
+    @functools.cache
+    def compiled() -> Callable[..., Any]:
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=True, autograph=False)
+
+    return lambda *inputs: compiled()(*inputs)
+
+
 def fused_chain(forward: Callable[..., tuple], backward: Callable[..., tuple],
                 plain: Callable[..., Any]) -> Callable[..., Any]:
     """A function of tensors that runs `plain(*inputs)`, or, while `fusing()`, the same
@@ -72,19 +86,12 @@ def fused_chain(forward: Callable[..., tuple], backward: Callable[..., tuple],
         The function; it takes the inputs positionally, tensors all.
     """
 
-    @functools.cache
-    def compiled() -> tuple[Callable[..., Any], Callable[..., Any]]:
-        import tensorflow as tf
-
-        return (tf.function(forward, jit_compile=True, autograph=False),
-                tf.function(backward, jit_compile=True, autograph=False))
+    forward_xla, backward_xla = xla_compiled(forward), xla_compiled(backward)
 
     def call(*inputs: Any) -> Any:
         if not fusing():
             return plain(*inputs)
         import tensorflow as tf
-
-        forward_xla, backward_xla = compiled()
 
         @tf.custom_gradient
         def chain(*args: Any) -> tuple:
@@ -106,15 +113,11 @@ def fused_forward(function: Callable[..., Any]) -> Callable[..., Any]:
     steps), and as it is elsewhere: for a chain whose compiled backward does not pay (a
     LayerNorm's, whose column sums XLA's CPU code runs slower than TensorFlow's kernels)."""
 
-    @functools.cache
-    def compiled() -> Callable[..., Any]:
-        import tensorflow as tf
-
-        return tf.function(function, jit_compile=True, autograph=False)
+    compiled = xla_compiled(function)
 
     def call(*inputs: Any) -> Any:
         if fusing() and not gradient_recording():
-            return compiled()(*inputs)
+            return compiled(*inputs)
         return function(*inputs)
 
     return call

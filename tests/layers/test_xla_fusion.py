@@ -152,6 +152,18 @@ def test_a_predict_step_s_layer_norm_is_one_xla_call_a_train_step_s_is_not(dtype
                                    atol=rtol)
 
 
+def _computed(concrete) -> list:
+    """The ops of a concrete function's graph that its outputs need (what it runs)."""
+    found, todo = {}, [t.op for t in concrete.outputs]
+    while todo:
+        op = todo.pop()
+        if op.name not in found:
+            found[op.name] = op
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+    return list(found.values())
+
+
 def _attention_and_gradients(q, k, v, mask, upstream):
     """Float64 NumPy attention softmax(q k^T / sqrt(d)) v, masked positions filled with -1e9
     before the softmax, and the gradients of sum(upstream * context) in q, k and v."""
@@ -193,6 +205,10 @@ def test_a_train_step_s_attention_softmax_is_one_xla_call_each_way_and_exact(
         return (context, *tape.gradient(context, tensors, output_gradients=upstream))
 
     assert _xla_marked(step, q, k, v) == 2
+    # Only the scores' product runs in float32 in bfloat16: its gradient's two do not.
+    wide_products = [op for op in _computed(step.get_concrete_function(q, k, v))
+                     if op.type.startswith("BatchMatMul") and op.inputs[0].dtype == tf.float32]
+    assert dtype == "float32" or len(wide_products) == 1
     wide = [np.asarray(tf.cast(t, "float64")) for t in (q, k, v, upstream)]
     expected = _attention_and_gradients(*wide[:3], None if mask is None else mask.numpy(),
                                         wide[3])
