@@ -1,7 +1,7 @@
 """The ViT-tiny step with and without one of the zoo's TensorFlow step changes, in one process.
 
     python benchmarks/fusion_ab.py
-        --change gelu-fusion|layernorm-fusion|softmax-fusion|bias-apart
+        --change gelu-fusion|layernorm-fusion|scores-bfloat16-backward|bias-apart
         [--work vit-tiny-train|vit-tiny-infer] [--precision float32|bfloat16] [--rounds 6]
 
 Builds `zoo bench`'s ViT-tiny step twice (`zoo.bench.workers.keras_vit_step`, TensorFlow with
@@ -11,8 +11,9 @@ The changes:
   answers False for "without"; this turns off the LayerNorm's fusion too);
 - `layernorm-fusion`: the LayerNorm's forward as one XLA call in predict and test steps
   (`zoo.layers.layer_normalization._normalize` is its plain form for "without");
-- `softmax-fusion`: the attention's scaling, softmax and cast as one XLA call each way
-  (`zoo.layers.attention.fusing` answers False for "without");
+- `scores-bfloat16-backward`: in bfloat16 training, the gradient of the attention scores'
+  product as two bfloat16 products (`zoo.layers.attention.gradient_recording` answers False
+  for "without": the float32 products of the plain form);
 - `bias-apart`: the attention projections' bias added after the reshape, apart from the
   product, in bfloat16 (`zoo.layers.einsum_projection._bias_apart` answers False for
   "without").
@@ -51,7 +52,7 @@ def _never(*_: object) -> bool:
 SWITCHES = {"gelu-fusion": (xla_fusion, "fusing", _never),
             "layernorm-fusion": (layer_normalization, "_normalize",
                                  layer_normalization._in_dtype),
-            "softmax-fusion": (attention, "fusing", _never),
+            "scores-bfloat16-backward": (attention, "gradient_recording", _never),
             "bias-apart": (einsum_projection, "_bias_apart", _never)}
 
 

@@ -13,13 +13,12 @@ Two implementations that agree numerically:
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import keras
 from keras import ops
 
-from .xla_fusion import fusing, xla_compiled
+from .keras_internals import gradient_recording
 
 # Logits of masked positions. A large finite value (not -inf) keeps a row that is masked
 # everywhere finite (it becomes uniform, as in `keras.layers.Softmax`), and it is applied in
@@ -90,9 +89,14 @@ def scaled_dot_product_attention(
     if scale is None:
         scale = 1.0 / float(query.shape[-1]) ** 0.5
     # Logits and softmax in float32, so that float16 and bfloat16 inputs cannot overflow.
-    logits = ops.matmul(
-        ops.cast(query, "float32"), ops.swapaxes(ops.cast(key, "float32"), -1, -2)
-    ) * scale
+    if (keras.backend.backend() == "tensorflow" and gradient_recording()
+            and {keras.backend.standardize_dtype(t.dtype) for t in (query, key)} == {"bfloat16"}
+            and tuple(query.shape[:-2]) == tuple(key.shape[:-2])):
+        logits = _bfloat16_scores(query, key) * scale
+    else:
+        logits = ops.matmul(
+            ops.cast(query, "float32"), ops.swapaxes(ops.cast(key, "float32"), -1, -2)
+        ) * scale
     if mask is not None:
         mask = ops.convert_to_tensor(mask)
         check_mask_broadcasts(mask, logits.shape)
@@ -101,76 +105,28 @@ def scaled_dot_product_attention(
         weights = ops.ones_like(logits)
     else:
         weights = ops.softmax(logits, axis=-1)
-    if (fusing() and logits.shape[-1] != 1
-            and tuple(query.shape[:-2]) == tuple(key.shape[:-2])):
-        # The scores' product, scaling, mask, softmax and cast as one custom-gradient chain
-        # (`_fused_weights`); `weights` above is then left out of the graph unless the
-        # caller uses it.
-        masks = () if mask is None else (ops.cast(mask, "bool"),)
-        context_weights = _fused_weights(keras.backend.standardize_dtype(value.dtype),
-                                         bool(masks))(query, key, scale, *masks)
-    else:
-        context_weights = ops.cast(weights, value.dtype)
-    context = ops.matmul(context_weights, value)
+    context = ops.matmul(ops.cast(weights, value.dtype), value)
     return context, weights
 
 
-def _scaled_softmax(logits: Any, scale: Any, mask: Any = None) -> Any:
-    """softmax(logits * scale) over the last axis, masked positions filled first."""
-    logits = logits * scale
-    if mask is not None:
-        logits = ops.where(mask, logits, MASKED_LOGIT)
-    return ops.softmax(logits, axis=-1)
+def _bfloat16_scores(query: Any, key: Any) -> Any:
+    """`Q K^T` in float32 from bfloat16 queries and keys, as the plain product, for a
+    TensorFlow train step: its gradient's two products take the scores' gradient in bfloat16,
+    so that they run on bfloat16 kernels as the step's other products do, not in float32
+    (docs/performance-log.md, 2026-11-29 day). What they produce, the gradients of bfloat16
+    queries and keys, is rounded to bfloat16 in either form."""
+    import tensorflow as tf
 
+    @tf.custom_gradient
+    def scores(query: Any, key: Any) -> tuple:
+        def grad(upstream: Any) -> tuple:
+            narrow = tf.cast(upstream, query.dtype)
+            return tf.matmul(narrow, key), tf.matmul(narrow, query, transpose_a=True)
 
-@functools.cache
-def _fused_weights(dtype: str, masked: bool) -> Any:
-    """`cast(softmax(Q K^T * scale), dtype)` (masked first where `masked`) for a TensorFlow
-    step that `fusing()` says may fuse: `weights(query, key, scale[, mask])`.
+        return tf.matmul(tf.cast(query, tf.float32), tf.cast(key, tf.float32),
+                         transpose_b=True), grad
 
-    The product runs in float32 on TensorFlow's kernels, as the plain form's; the scaling,
-    mask, softmax and cast run as one XLA call, and so does their backward, which
-    recomputes the weights from the logits rather than keep them. Under `mixed_bfloat16`
-    the backward's two products take the logits' gradient in bfloat16 (rounded as the
-    gradients of the bfloat16 queries and keys they produce are), so that they run on
-    bfloat16 kernels, as every other product of the step does; in float32 and float16 they
-    run in float32, as the plain form's.
-    """
-
-    def forward(logits: Any, scale: Any, *mask: Any) -> Any:
-        return ops.cast(_scaled_softmax(logits, scale, *mask), dtype)
-
-    def backward(upstream: Any, logits: Any, scale: Any, *mask: Any) -> Any:
-        weights = _scaled_softmax(logits, scale, *mask)
-        upstream = ops.cast(upstream, "float32")
-        grad = weights * (upstream - ops.sum(upstream * weights, axis=-1, keepdims=True))
-        if masked:
-            grad = ops.where(mask[0], grad, 0.0)
-        return ops.cast(grad * scale, "bfloat16" if dtype == "bfloat16" else "float32")
-
-    forward_xla, backward_xla = xla_compiled(forward), xla_compiled(backward)
-
-    def weights(query: Any, key: Any, scale: float, *mask: Any) -> Any:
-        import tensorflow as tf
-
-        scale = tf.constant(scale, tf.float32)
-
-        @tf.custom_gradient
-        def chain(query: Any, key: Any) -> tuple:
-            logits = tf.matmul(tf.cast(query, tf.float32), tf.cast(key, tf.float32),
-                               transpose_b=True)
-
-            def grad(upstream: Any) -> tuple:
-                d_logits = backward_xla(upstream, logits, scale, *mask)
-                d_query = tf.matmul(d_logits, tf.cast(key, d_logits.dtype))
-                d_key = tf.matmul(d_logits, tf.cast(query, d_logits.dtype), transpose_a=True)
-                return tf.cast(d_query, query.dtype), tf.cast(d_key, key.dtype)
-
-            return forward_xla(logits, scale, *mask), grad
-
-        return chain(query, key)
-
-    return weights
+    return scores(query, key)
 
 
 def fused_attention(

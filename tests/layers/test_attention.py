@@ -131,3 +131,69 @@ def test_one_key_gets_weight_one_without_a_warning():
         context, weights = scaled_dot_product_attention(q, k, v, mask=np.zeros((2, 3, 1), bool))
     np.testing.assert_array_equal(np.array(weights), np.ones((2, 3, 1)))
     np.testing.assert_allclose(np.array(context), np.repeat(v, 3, axis=1), rtol=1e-6)
+
+
+def _attention_and_gradients(q, k, v, mask, upstream):
+    """Float64 NumPy attention softmax(q k^T / sqrt(d)) v, masked positions filled with -1e9
+    before the softmax, and the gradients of sum(upstream * context) in q, k and v."""
+    logits = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    logits = np.where(mask, logits, -1e9) if mask is not None else logits
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    d_weights = upstream @ np.swapaxes(v, -1, -2)
+    d_logits = weights * (d_weights - (d_weights * weights).sum(-1, keepdims=True))
+    if mask is not None:
+        d_logits = np.where(mask, d_logits, 0.0)
+    d_logits /= np.sqrt(q.shape[-1])
+    return (weights @ v, d_logits @ k, np.swapaxes(d_logits, -1, -2) @ q,
+            np.swapaxes(weights, -1, -2) @ upstream)
+
+
+def _computed(concrete) -> list:
+    """The ops of a concrete function's graph that its outputs need (what it runs)."""
+    found, todo = {}, [t.op for t in concrete.outputs]
+    while todo:
+        op = todo.pop()
+        if op.name not in found:
+            found[op.name] = op
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+    return list(found.values())
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("bfloat16", 3e-2)])
+def test_a_tensorflow_train_step_s_attention_and_gradients_are_exact(dtype, tolerance, masked):
+    # Under mixed_bfloat16 the scores' product stays float32 and its gradient's two products
+    # run in bfloat16 (`_bfloat16_scores`); checked against float64 NumPy either way.
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's train step")
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    q, k, v, upstream = (tf.cast(rng.normal(size=shape) * 2.0, dtype) for shape in
+                         ((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4), (2, 3, 5, 4)))
+    mask = np.tril(np.ones((5, 7), bool), 1)
+    mask[2] = False  # a row masked everywhere: its weights become uniform
+    mask = tf.constant(mask) if masked else None
+
+    @tf.function(autograph=False)
+    def step(*tensors):
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            context, _ = scaled_dot_product_attention(*tensors, mask=mask)
+        return (context, *tape.gradient(context, tensors, output_gradients=upstream))
+
+    wide_products = [op for op in _computed(step.get_concrete_function(q, k, v))
+                     if op.type.startswith("BatchMatMul") and op.inputs[0].dtype == tf.float32]
+    assert len(wide_products) == (6 if dtype == "float32" else 1)  # bfloat16: the scores'
+    wide = [np.asarray(tf.cast(t, "float64")) for t in (q, k, v, upstream)]
+    expected = _attention_and_gradients(*wide[:3], None if mask is None else mask.numpy(),
+                                        wide[3])
+    for got, want in zip(step(q, k, v), expected):
+        assert got.dtype == q.dtype
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(np.asarray(tf.cast(got, "float64")) / scale, want / scale,
+                                   atol=tolerance)

@@ -112,6 +112,13 @@ def rebuilt(signatures: list[tuple]) -> tuple[Any, list[Any]]:
 
 def graph_products(function: Any, *args: Any) -> list[tuple]:
     """The signatures (`product_signature`) of the matrix products in the graph that the
-    `tf.function` `function` traces for `args`, in graph order."""
-    graph = function.get_concrete_function(*args).graph
-    return [product_signature(op) for op in graph.get_operations() if op.type in PRODUCTS]
+    `tf.function` `function` traces for `args` and that its outputs need, in graph order."""
+    concrete = function.get_concrete_function(*args)
+    needed, todo = set(), [t.op for t in concrete.outputs]
+    while todo:  # what the outputs need: TensorFlow runs nothing else
+        op = todo.pop()
+        if op.name not in needed:
+            needed.add(op.name)
+            todo.extend([t.op for t in op.inputs] + list(op.control_inputs))
+    return [product_signature(op) for op in concrete.graph.get_operations()
+            if op.type in PRODUCTS and op.name in needed]
