@@ -56,8 +56,8 @@ def fusing() -> bool:
 
 def xla_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
     """`function` as one XLA-compiled TensorFlow function (`tf.function(jit_compile=True)`,
-    without AutoGraph), made at its first call; for the chains below and the attention's
-    (`zoo.layers.attention`), called only while `fusing()`."""
+    without AutoGraph), made at its first call: the form `fused_chain` and `fused_forward`
+    call while `fusing()`."""
 
     @functools.cache
     def compiled() -> Callable[..., Any]:
