@@ -45,6 +45,7 @@ from zoo.bench.steps import interleaved, keras_vit_model, seconds_per_call  # no
 from zoo.bench.workers import keras_vit_step, set_keras_policy, vit_step_parser  # noqa: E402
 from zoo.bench.works import SETTINGS, VIT_TINY, flops_per_unit  # noqa: E402
 
+
 def step_products(work: str) -> list[tuple]:
     """The signatures of the matrix products of `work`'s step as TensorFlow traces it."""
     import keras

@@ -149,18 +149,6 @@ def _attention_and_gradients(q, k, v, mask, upstream):
             np.swapaxes(weights, -1, -2) @ upstream)
 
 
-def _computed(concrete) -> list:
-    """The ops of a concrete function's graph that its outputs need (what it runs)."""
-    found, todo = {}, [t.op for t in concrete.outputs]
-    while todo:
-        op = todo.pop()
-        if op.name not in found:
-            found[op.name] = op
-            todo.extend(t.op for t in op.inputs)
-            todo.extend(op.control_inputs)
-    return list(found.values())
-
-
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("bfloat16", 3e-2)])
 def test_a_tensorflow_train_step_s_attention_and_gradients_are_exact(dtype, tolerance, masked):
@@ -171,6 +159,8 @@ def test_a_tensorflow_train_step_s_attention_and_gradients_are_exact(dtype, tole
     if keras.backend.backend() != "tensorflow":
         pytest.skip("TensorFlow's train step")
     import tensorflow as tf
+
+    from zoo.bench.step_products import graph_products
 
     rng = np.random.default_rng(1)
     q, k, v, upstream = (tf.cast(rng.normal(size=shape) * 2.0, dtype) for shape in
@@ -186,8 +176,8 @@ def test_a_tensorflow_train_step_s_attention_and_gradients_are_exact(dtype, tole
             context, _ = scaled_dot_product_attention(*tensors, mask=mask)
         return (context, *tape.gradient(context, tensors, output_gradients=upstream))
 
-    wide_products = [op for op in _computed(step.get_concrete_function(q, k, v))
-                     if op.type.startswith("BatchMatMul") and op.inputs[0].dtype == tf.float32]
+    wide_products = [s for s in graph_products(step, q, k, v)
+                     if s[0].startswith("BatchMatMul") and s[2] == "float32"]
     assert len(wide_products) == (6 if dtype == "float32" else 1)  # bfloat16: the scores'
     wide = [np.asarray(tf.cast(t, "float64")) for t in (q, k, v, upstream)]
     expected = _attention_and_gradients(*wide[:3], None if mask is None else mask.numpy(),

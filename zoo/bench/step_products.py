@@ -10,7 +10,8 @@ random operands. This module imports TensorFlow only inside the functions that n
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import math
+from typing import Any
 
 PRODUCTS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D",
             "Conv2DBackpropFilter")
@@ -48,7 +49,7 @@ def product_flops(signature: tuple) -> int:
         return 2 * m * k * n
     if kind.startswith("BatchMatMul"):
         x, y = shapes
-        batch = max(1, _product(x[:-2]), _product(y[:-2]))
+        batch = max(math.prod(x[:-2]), math.prod(y[:-2]))
         m, k = (x[-1], x[-2]) if attrs["adj_x"] else (x[-2], x[-1])
         n = y[-2] if attrs["adj_y"] else y[-1]
         return 2 * batch * m * k * n
@@ -56,21 +57,17 @@ def product_flops(signature: tuple) -> int:
         inputs = attrs["equation"].split("->")[0].split(",")
         sizes = {letter: size for spec, shape in zip(inputs, shapes)
                  for letter, size in zip(spec, shape)}
-        return 2 * _product(sizes.values())
-    if kind == "Conv2D":  # NHWC only: output pixels times the filter's size
+        return 2 * math.prod(sizes.values())
+    if kind == "Conv2D":  # NHWC: output pixels times the filter's size
         images, kernel = shapes
         strides = attrs["strides"]
-        out = (images[1] // strides[1]) * (images[2] // strides[2])
-        return 2 * images[0] * out * _product(kernel)
+        if attrs["padding"] == "SAME":
+            rows, cols = (-(-images[i] // strides[i]) for i in (1, 2))
+        else:  # VALID
+            rows, cols = ((images[i] - kernel[i - 1]) // strides[i] + 1 for i in (1, 2))
+        return 2 * images[0] * rows * cols * math.prod(kernel)
     images, kernel, gradient = shapes  # Conv2DBackpropFilter
-    return 2 * _product(gradient[:3]) * _product(kernel)
-
-
-def _product(values: Iterable[Any]) -> int:
-    total = 1
-    for value in values:
-        total *= int(value)
-    return total
+    return 2 * math.prod(gradient[:3]) * math.prod(kernel)
 
 
 def rebuilt(signatures: list[tuple]) -> tuple[Any, list[Any]]:
