@@ -1,12 +1,15 @@
 """What the CPU computes natively, from Linux's /proc/cpuinfo: the one place that reads its
-flags (for bfloat16: `has_native_bfloat16`; for the results' names and JSON: `cpu_flags`).
+flags (for bfloat16: `has_native_bfloat16`; for the results' names and JSON: `cpu_flags`);
+and what a compiler made of a product (`hlo_dots`: the dtypes of an XLA program's dots).
 
 Imports nothing heavy, so that `zoo bench`'s orchestrator and `zoo --help` can ask.
 """
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 
 CPUINFO = "/proc/cpuinfo"
 # /proc/cpuinfo flags of CPUs that compute bfloat16 products natively: AVX-512 BF16's dot
@@ -44,3 +47,15 @@ def has_native_bfloat16(cpuinfo: str | os.PathLike = CPUINFO) -> bool | None:
     where there is no `cpuinfo` to tell."""
     flags = cpu_flags(cpuinfo)
     return None if flags is None else any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
+
+
+def hlo_dots(hlo: str) -> collections.Counter:
+    """`{(result dtype, operand dtype): count}` of the `dot` instructions of an HLO text
+    (an operand's dtype from the instruction or parameter that defines it): an XLA program's
+    products as it runs them, bfloat16 or widened to float32."""
+    defined = dict(re.findall(r"%?([\w.-]+) = (\w+)\[", hlo))
+    defined.update(re.findall(r"([\w.-]+): (\w+)\[", hlo))  # computations' parameters
+    found: collections.Counter = collections.Counter()
+    for result, operand in re.findall(r"= (\w+)\[[^\n]*?\bdot\(%?([\w.-]+)", hlo):
+        found[(result, defined.get(operand, "?"))] += 1
+    return found

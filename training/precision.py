@@ -19,19 +19,23 @@ there `mixed_bfloat16` trained a CIFAR ViT faster than float32; on a 2-core AVX2
 without either it trained `vit-cifar-small` slower than float32 (TensorFlow with oneDNN,
 batch 128, benchmarks/train_step_speed.py; far slower before the attention's einsums and the
 erfc GELU were replaced), since each bfloat16 product is then converted and emulated. The
-figures: docs/benchmarks.md, "Training precision and oneDNN". `start_run` warns in that case
+figures: docs/benchmarks.md, "Training precision and oneDNN". On JAX the CPU's flags are not
+enough: XLA's CPU backend (JAX 0.10) widens every bfloat16 product to float32 whatever the CPU
+(`xla_widens_bfloat16` reads its compiled program), so there bfloat16 costs conversions and
+gains nothing. `start_run` and the bfloat16 exports and copies warn in both cases
 (`bfloat16_warning`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from typing import Any
 
 import keras
 
-from zoo.training.cpu_features import NATIVE_BFLOAT16_FLAGS, has_native_bfloat16
+from zoo.training.cpu_features import NATIVE_BFLOAT16_FLAGS, has_native_bfloat16, hlo_dots
 from zoo.training.errors import UserError
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -99,16 +103,34 @@ def cpu_has_native_bfloat16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> boo
     return has_native_bfloat16(cpuinfo)
 
 
+@functools.cache
+def xla_widens_bfloat16() -> bool:
+    """Whether JAX's XLA computes a bfloat16 matrix product in float32 on the default device:
+    compiles one small bfloat16 product and reads the dtype of the `dot` XLA kept
+    (`zoo.training.cpu_features.hlo_dots`). XLA's CPU backend does (JAX 0.10, every flag
+    tried: docs/benchmarks.md), so `mixed_bfloat16` on JAX on a CPU converts and gains nothing.
+    One compile a process."""
+    import jax
+    import jax.numpy as jnp
+
+    operand = jnp.ones((16, 16), jnp.bfloat16)
+    compiled = jax.jit(jnp.matmul).lower(operand, operand).compile().as_text()
+    return not any(dtype == "bf16" for _, dtype in hlo_dots(compiled))
+
+
 def bfloat16_warning(precision: str, devices: list[str] | None = None,
-                     cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str | None:
-    """The one-line warning for `mixed_bfloat16` on a machine with only a CPU that lacks
-    native bfloat16, where it trains slower than float32; None otherwise.
+                     cpuinfo: str | os.PathLike = "/proc/cpuinfo",
+                     backend: str | None = None) -> str | None:
+    """The one-line warning for `mixed_bfloat16` on a machine with only a CPU where it trains
+    slower than float32: a CPU that lacks native bfloat16, or JAX, whose XLA widens bfloat16
+    products to float32 on a CPU (`xla_widens_bfloat16`); None otherwise.
 
     Args:
         precision: the run's precision name.
         devices: Keras' device names (`keras.distribution.list_devices()` when None); any
             that is not a CPU (a GPU, a TPU) means the run computes there.
         cpuinfo: the file whose flags tell the CPU's features.
+        backend: the Keras backend's name (`keras.backend.backend()` when None).
     """
     if precision not in ("mixed_bfloat16", "bfloat16"):
         return None
@@ -116,11 +138,16 @@ def bfloat16_warning(precision: str, devices: list[str] | None = None,
         devices = keras.distribution.list_devices()
     if any(not device.lower().startswith("cpu") for device in devices):
         return None
-    if cpu_has_native_bfloat16(cpuinfo) is not False:
-        return None
-    return ("mixed_bfloat16 on a CPU without native bfloat16 (none of "
-            f"{', '.join(NATIVE_BFLOAT16_FLAGS)} in {cpuinfo}) trains slower than float32 "
-            "here; --precision float32 is faster on this machine")
+    if cpu_has_native_bfloat16(cpuinfo) is False:
+        return ("mixed_bfloat16 on a CPU without native bfloat16 (none of "
+                f"{', '.join(NATIVE_BFLOAT16_FLAGS)} in {cpuinfo}) trains slower than "
+                "float32 here; --precision float32 is faster on this machine")
+    if (backend or keras.backend.backend()) == "jax" and xla_widens_bfloat16():
+        return ("mixed_bfloat16 on JAX on a CPU trains slower than float32: XLA's CPU "
+                "backend computes bfloat16 products in float32, with conversions around "
+                "them; --precision float32 is faster, or KERAS_BACKEND=tensorflow, whose "
+                "oneDNN products run in bfloat16 on CPUs with AVX-512 BF16 or AMX")
+    return None
 
 
 def warn_once_if_slow_bfloat16(precision: str, doing: str = "runs") -> bool:

@@ -99,7 +99,7 @@ def test_native_bfloat16_is_read_off_the_cpu_flags(tmp_path, text, native):
 def test_no_cpuinfo_tells_nothing_and_warns_nothing(tmp_path):
     missing = tmp_path / "absent"
     assert cpu_has_native_bfloat16(missing) is None
-    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], missing) is None
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], missing, "tensorflow") is None
 
 
 def test_bfloat16_on_a_cpu_without_it_is_one_warning_line(tmp_path):
@@ -111,8 +111,45 @@ def test_bfloat16_on_a_cpu_without_it_is_one_warning_line(tmp_path):
     # Not for other precisions, a CPU that has it, or a run on a GPU.
     assert bfloat16_warning("float32", ["cpu:0"], avx2) is None
     assert bfloat16_warning("mixed_float16", ["cpu:0"], avx2) is None
-    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], bf16) is None
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], bf16, "tensorflow") is None
     assert bfloat16_warning("mixed_bfloat16", ["cpu:0", "gpu:0"], avx2) is None
+
+
+def test_bfloat16_on_jax_on_a_cpu_warns_where_xla_widens_its_products(tmp_path, monkeypatch):
+    import zoo.training.precision as precision
+
+    bf16 = tmp_path / "bf16"
+    bf16.write_text(BF16.format(n=0))
+    monkeypatch.setattr(precision, "xla_widens_bfloat16", lambda: True)
+    message = bfloat16_warning("mixed_bfloat16", ["cpu:0"], bf16, "jax")
+    assert "\n" not in message and "XLA" in message and "--precision float32" in message
+    assert "KERAS_BACKEND=tensorflow" in message and "trains slower" in message
+    assert bfloat16_warning("float32", ["cpu:0"], bf16, "jax") is None
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0", "gpu:0"], bf16, "jax") is None
+    monkeypatch.setattr(precision, "xla_widens_bfloat16", lambda: False)
+    assert bfloat16_warning("mixed_bfloat16", ["cpu:0"], bf16, "jax") is None
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="XLA's choice, read on JAX")
+def test_xla_widening_probe_tells_what_xla_does_to_a_keras_layers_product():
+    # The probe compiles a bare bfloat16 product; a mixed_bfloat16 Dense layer's product,
+    # compiled as a model's, must be kept or widened alike.
+    import jax
+
+    from zoo.training.cpu_features import hlo_dots
+    from zoo.training.precision import xla_widens_bfloat16
+
+    layer = keras.layers.Dense(32, dtype="mixed_bfloat16")
+    inputs = np.ones((8, 48), "float32")
+    layer.build(inputs.shape)
+
+    def call(kernel, bias, x):
+        return layer.stateless_call([kernel, bias], [], x)[0]
+
+    hlo = jax.jit(call).lower(layer.kernel.value, layer.bias.value, inputs).compile().as_text()
+    dots = hlo_dots(hlo)
+    assert sum(dots.values()) == 1
+    assert xla_widens_bfloat16() is (list(dots)[0][1] != "bf16")
 
 
 def test_a_run_started_in_bfloat16_on_such_a_cpu_warns(tmp_path, monkeypatch):

@@ -15,7 +15,8 @@ mixed_bfloat16 step's dense products and patch convolution on AMX (`brg_matmul:
 avx10_1_512_amx`), the rest as bfloat16 `x64:gemm:jit` inner products, and the attention
 logits in float32 (by design); XLA's CPU backend converts every bfloat16 `dot` to float32
 and back, so on JAX bfloat16 computes nothing faster on a CPU (no XLA flag tried changed
-that: `xla_cpu_use_onednn`, the oneDNN, XNNPACK and YNNPACK fusion types). `onednn_products` and `hlo_dots` read those
+that: `xla_cpu_use_onednn`, the oneDNN, XNNPACK and YNNPACK fusion types). `onednn_products` and `hlo_dots`
+(`zoo.training.cpu_features`, where `zoo.training.precision` reads XLA's choice too) read those
 texts (tests/zoo/bench/test_kernels.py).
 """
 
@@ -28,6 +29,8 @@ import re
 import subprocess
 import sys
 
+from zoo.training.cpu_features import hlo_dots
+
 MARK = "ZOO_KERNELS_TIMED_STEP"
 _ONEDNN = re.compile(r"onednn_verbose,[^\n]*?exec,cpu,(matmul|inner_product|convolution),"
                      r"([^,]+),[^,]*,src:(\w+)\S*\s+wei:(\w+)")
@@ -39,17 +42,6 @@ def onednn_products(log: str) -> collections.Counter:
     `MARK` line where it has one (the warm-up's, which may differ, left out)."""
     log = log.split(MARK, 1)[-1]
     return collections.Counter(m.groups() for m in _ONEDNN.finditer(log))
-
-
-def hlo_dots(hlo: str) -> collections.Counter:
-    """`{(result dtype, operand dtype): count}` of the `dot` instructions of an HLO text
-    (an operand's dtype from the instruction or parameter that defines it)."""
-    defined = dict(re.findall(r"%?([\w.-]+) = (\w+)\[", hlo))
-    defined.update(re.findall(r"([\w.-]+): (\w+)\[", hlo))  # computations' parameters
-    found: collections.Counter = collections.Counter()
-    for result, operand in re.findall(r"= (\w+)\[[^\n]*?\bdot\(%?([\w.-]+)", hlo):
-        found[(result, defined.get(operand, "?"))] += 1
-    return found
 
 
 def _model_and_batch(precision: str) -> tuple:
