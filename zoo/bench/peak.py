@@ -11,6 +11,11 @@ and `fraction_of_peak` to every result that has a count, against the peak of its
 in its own precision (CTranslate2, whose products the bench cannot call alone, against the
 best backend's), and `format_fractions` prints them.
 
+A product the host computes slowly (bfloat16 where the CPU lacks AVX-512 BF16 and AMX:
+PyTorch's ran at about 1 GFLOP/s on an AVX2 host, where one 4096^3 product takes minutes) is
+measured smaller: `peak_size` times one 1024^3 product and halves the side until a call fits
+in the job's seconds; the result's `detail` names the size.
+
 This module imports nothing heavy; `measure_peak` imports its backend when it runs.
 """
 
@@ -22,6 +27,7 @@ from zoo.bench.works import PEAK_BACKENDS, PEAK_SYSTEM, SYSTEMS, WORKS, flops_pe
 from zoo.bench.flops import matmul_flops
 
 SIZES = {"cpu": 4096, "gpu": 8192, "dry_run": 256}
+SMALLEST = 1024  # the size `peak_size` times first, and the least it measures at
 PRECISIONS = ("float32", "bfloat16")
 
 
@@ -29,14 +35,18 @@ def _size(where: str, dry_run: bool) -> int:
     return SIZES["dry_run"] if dry_run else SIZES["gpu" if where in ("gpu", "cuda") else "cpu"]
 
 
-def _matmul_step(backend: str, precision: str, dry_run: bool
+def _matmul_step(backend: str, precision: str, dry_run: bool, side: int | None = None
                  ) -> tuple[Callable[[], Any], int, str]:
     """`(step, size, device)`: one `size`-square product of random matrices in `precision`
-    on `backend`'s first device, finished before `step` returns."""
+    on `backend`'s first device, finished before `step` returns; `size` is `side` where given,
+    else the device's (`SIZES`)."""
     import numpy as np
 
+    def size_on(where: str) -> int:
+        return side or _size(where, dry_run)
+
     def operands(where: str) -> tuple[Any, Any]:
-        size = _size(where, dry_run)
+        size = size_on(where)
         rng = np.random.default_rng(0)
         return tuple(rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
 
@@ -44,7 +54,7 @@ def _matmul_step(backend: str, precision: str, dry_run: bool
         import tensorflow as tf
 
         a, b = (tf.cast(tf.constant(m), precision) for m in operands("cpu"))
-        return lambda: tf.linalg.matmul(a, b)[0, 0].numpy(), _size("cpu", dry_run), "cpu"
+        return lambda: tf.linalg.matmul(a, b)[0, 0].numpy(), size_on("cpu"), "cpu"
     if backend == "jax":
         import jax
         import jax.numpy as jnp
@@ -52,7 +62,7 @@ def _matmul_step(backend: str, precision: str, dry_run: bool
         where = jax.devices()[0].platform
         a, b = (jnp.asarray(m, dtype=precision) for m in operands(where))
         product = jax.jit(jnp.matmul)
-        return lambda: product(a, b).block_until_ready(), _size(where, dry_run), where
+        return lambda: product(a, b).block_until_ready(), size_on(where), where
     if backend == "torch":
         import torch
 
@@ -65,19 +75,36 @@ def _matmul_step(backend: str, precision: str, dry_run: bool
             if where.type == "cuda":
                 torch.cuda.synchronize()
 
-        return step, _size(where.type, dry_run), where.type
+        return step, size_on(where.type), where.type
     raise ValueError(f"no peak measurement for backend {backend!r}; expected one of "
                      f"{', '.join(PEAK_BACKENDS)}")
 
 
+def peak_size(call_seconds: float, full: int, seconds: float) -> int:
+    """The side of the product to measure the peak with: `full`, halved (down to `SMALLEST`)
+    while a call would take longer than `seconds`, from `call_seconds`, one `SMALLEST`-side
+    call's time (a call's work grows as the cube of its side)."""
+    size = full
+    while size > SMALLEST and call_seconds * (size / SMALLEST) ** 3 > max(seconds, 1.0):
+        size //= 2
+    return size
+
+
 def measure_peak(backend: str, seconds: float, dry_run: bool = False) -> list[dict]:
     """The `peak` work's job on `backend`: one result per precision, `variant` the precision,
-    `rate` in GFLOP/s, `detail` the product's size and device."""
+    `rate` in GFLOP/s, `detail` the product's size and device (smaller than `SIZES` says
+    where a call would take longer than `seconds`: `peak_size`)."""
     from zoo.bench.steps import measure
 
     results = []
     for precision in PRECISIONS:
-        step, size, where = _matmul_step(backend, precision, dry_run)
+        side = None
+        if not dry_run:
+            probe, _, where = _matmul_step(backend, precision, dry_run, SMALLEST)
+            probe()  # the first call's set-up is not the product's time
+            call_seconds = 1.0 / measure(probe, 1, 0.0, warmup=0, min_calls=1)
+            side = peak_size(call_seconds, _size(where, dry_run), seconds)
+        step, size, where = _matmul_step(backend, precision, dry_run, side)
         rate = measure(step, matmul_flops(size), seconds, warmup=1, min_calls=2) / 1e9
         results.append({"variant": precision, "rate": rate, "unit": WORKS["peak"].unit,
                         "detail": f"{size}^3 product on {where}", "precision": precision})

@@ -98,3 +98,15 @@ def test_the_peak_is_measured_in_both_precisions():
         assert r["rate"] > 0 and r["unit"] == "GFLOP/s" and r["detail"].startswith("256^3")
     with pytest.raises(ValueError, match="no peak measurement for backend 'ctranslate2'"):
         peak.measure_peak("ctranslate2", 0.0, dry_run=True)
+
+
+@pytest.mark.parametrize("call_seconds, full, seconds, size", [
+    (0.02, 4096, 3.0, 4096),   # float32 on 2 AVX2 cores: a 4096^3 call takes about 1.3 s
+    (0.2, 4096, 3.0, 2048),    # 12.8 s at 4096, 1.6 s at 2048
+    (1.0, 4096, 3.0, 1024),    # bfloat16 emulated (PyTorch on AVX2): 64 s at 4096
+    (30.0, 8192, 3.0, 1024),   # never below the size that was timed
+    (0.001, 8192, 3.0, 8192),  # a GPU's
+    (0.02, 4096, 0.0, 2048),   # no seconds given: a call of at most about one second
+])
+def test_a_slow_product_is_measured_smaller(call_seconds, full, seconds, size):
+    assert peak.peak_size(call_seconds, full, seconds) == size

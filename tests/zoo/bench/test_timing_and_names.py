@@ -22,6 +22,23 @@ def test_seconds_per_call_leaves_the_warm_up_out(clock):
     assert len(calls) == 6
 
 
+@pytest.mark.parametrize("durations, rate, calls", [
+    ([20.0, 0.5, 0.5], 2.0, 8),      # a slow first call (tracing) only: 3 s of timed calls
+    ([20.0, 4.0, 4.0], 0.25, 3),     # the last warm-up call over 3 s: one timed call
+    ([20.0, 2.9, 2.9], 1 / 2.9, 5),  # just under: the usual three calls at least
+])
+def test_measure_times_one_call_of_a_step_slower_than_its_seconds(clock, durations, rate,
+                                                                 calls):
+    made = []
+
+    def step():
+        clock.now += durations[min(len(made), len(durations) - 1)]
+        made.append(clock.now)
+
+    assert steps.measure(step, 1, 3.0, warmup=2, min_calls=3) == pytest.approx(rate)
+    assert len(made) == calls
+
+
 def test_interleaved_reverses_the_order_every_other_round(clock):
     order = []
 
