@@ -8,7 +8,7 @@ does more useful arithmetic per second on a host than one large product, so its 
 limit that a work's achieved FLOP/s (`zoo.bench.works.flops_per_unit` times its rate) is
 measured against: `with_fractions` adds `flops_per_unit`, `achieved_gflops`, `peak_gflops`
 and `fraction_of_peak` to every result that has a count, against the peak of its own backend
-in its own precision (CTranslate2, whose products the bench cannot call alone, against the
+in its own precision (a bfloat16 work: the faster of bfloat16 and float32; CTranslate2, whose products the bench cannot call alone, against the
 best backend's), and `format_fractions` prints them.
 
 A product the host computes slowly (bfloat16 where the CPU lacks AVX-512 BF16 and AMX:
@@ -134,7 +134,9 @@ def with_fractions(results: Sequence[dict], dry_run: bool = False) -> list[dict]
     """Copies of `results`, each with a FLOP count (`zoo.bench.works.flops_per_unit`) given
     `flops_per_unit` and, where it has a rate, `achieved_gflops`; and where the peak of its
     backend (else the best backend's) in its precision was measured, `peak_gflops`,
-    `peak_of` (`"<backend> <precision>"`) and `fraction_of_peak`."""
+    `peak_of` (`"<backend> <precision>"`) and `fraction_of_peak`. A bfloat16 work's peak is
+    the higher of its backend's bfloat16 and float32 peaks (on a CPU without native bfloat16
+    the float32 one: there a bfloat16 product is the slower way to the same answer)."""
     measured = peaks(results)
     out = []
     for result in results:
@@ -145,10 +147,14 @@ def with_fractions(results: Sequence[dict], dry_run: bool = False) -> list[dict]
         if count is not None and result.get("rate") is not None:
             result["achieved_gflops"] = result["rate"] * count / 1e9
             precision = peak_precision(result)
+            # A CPU without native bfloat16 computes its products slower than float32's, and a
+            # bfloat16 work could always run in float32: its limit is the faster of the two.
+            tried = (precision, "float32") if precision == "bfloat16" else (precision,)
             for backend in (result["backend"], "best"):
-                peak = measured.get((backend, precision))
-                if peak:
-                    result.update(peak_gflops=peak, peak_of=f"{backend} {precision}",
+                options = [(measured[backend, p], p) for p in tried if measured.get((backend, p))]
+                if options:
+                    peak, of = max(options)
+                    result.update(peak_gflops=peak, peak_of=f"{backend} {of}",
                                   fraction_of_peak=result["achieved_gflops"] / peak)
                     break
         out.append(result)

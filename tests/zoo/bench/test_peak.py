@@ -110,3 +110,18 @@ def test_the_peak_is_measured_in_both_precisions():
 ])
 def test_a_slow_product_is_measured_smaller(call_seconds, full, seconds, size):
     assert peak.peak_size(call_seconds, full, seconds) == size
+
+
+def test_where_bfloat16_is_slower_than_float32_a_bfloat16_work_is_set_against_float32():
+    # An AVX2 host (2026-11-29): PyTorch's bfloat16 product at 0.9 GFLOP/s, float32 at 115;
+    # timm under autocast reached 4.4 GFLOP/s, which no bfloat16 peak of 0.9 can bound.
+    rates = {("torch", "float32"): 115.0, ("torch", "bfloat16"): 0.9,
+             ("tensorflow", "float32"): 130.0, ("tensorflow", "bfloat16"): 69.6}
+    results = [{"work": "peak", "system": "matmul", "backend": b, "variant": p, "rate": r}
+               for (b, p), r in rates.items()]
+    results += [{"work": "vit-tiny-train", "system": s, "backend": b, "rate": 10.0,
+                 "precision": "bfloat16"} for s, b in (("timm", "torch"), ("zoo", "tensorflow"))]
+    timm, zoo = peak.with_fractions(results)[-2:]
+    assert timm["peak_of"] == "torch float32" and zoo["peak_of"] == "tensorflow float32"
+    assert timm["fraction_of_peak"] == pytest.approx(timm["achieved_gflops"] / 115.0)
+    assert zoo["fraction_of_peak"] == pytest.approx(zoo["achieved_gflops"] / 130.0)
