@@ -18,7 +18,10 @@ to benchmarks/results/product_bound-WORK-PRECISION-HOST-DATE.json:
 - the step's time, its products' time alone, and the products' share of the step;
 - the FLOP/s each reaches, as a fraction of the peak: the products' fraction bounds the
   step's;
-- per distinct product: its shapes, count in the step, time and fraction of the peak.
+- per distinct product: its shapes, count in the step, time and fraction of the peak;
+- the bytes the step's other ops read and write (`zoo.bench.step_products.graph_traffic`),
+  by op type, and the least time they take at the rate one large addition moves data on
+  the host: a floor on the step's time outside its products that only fusing ops can lower.
 
 Comparing a float32 run's products with a bfloat16 run's bounds what bfloat16 can gain on
 the step when everything but the products took no time.
@@ -40,14 +43,15 @@ from zoo.runtime import use_onednn  # noqa: E402
 use_onednn()  # before TensorFlow loads
 from zoo.bench.peak import measure_peak  # noqa: E402
 from zoo.bench.report import write_benchmark  # noqa: E402
-from zoo.bench.step_products import graph_products, product_flops, rebuilt  # noqa: E402
+from zoo.bench.step_products import (graph_products, graph_traffic, product_flops,  # noqa: E402
+                                     rebuilt)
 from zoo.bench.steps import interleaved, keras_vit_model, seconds_per_call  # noqa: E402
 from zoo.bench.workers import keras_vit_step, set_keras_policy, vit_step_parser  # noqa: E402
 from zoo.bench.works import SETTINGS, VIT_TINY, flops_per_unit  # noqa: E402
 
 
-def step_products(work: str) -> list[tuple]:
-    """The signatures of the matrix products of `work`'s step as TensorFlow traces it."""
+def traced_step(work: str) -> tuple[Any, Any]:
+    """`(function, images)`: `work`'s step as one `tf.function` to trace on `images`."""
     import keras
     import tensorflow as tf
 
@@ -65,14 +69,26 @@ def step_products(work: str) -> list[tuple]:
             value = loss(labels, model(x, training=True))
         return tape.gradient(value, model.trainable_variables)
 
-    return graph_products(traced, tf.constant(images))
+    return traced, tf.constant(images)
+
+
+def copy_rate() -> float:
+    """Bytes a second that one large float32 addition (64 MiB operands) reads and writes on
+    this host: the rate the step's ops outside its products can move data at, at best."""
+    import tensorflow as tf
+
+    a, b = (tf.random.normal((16 * 2**20,)) for _ in range(2))
+    add = tf.function(lambda: (a + b)[0])
+    return 3 * 64 * 2**20 / seconds_per_call(add, calls=20, warmup=3)
 
 
 def main() -> None:
     parser = vit_step_parser(__doc__.splitlines()[0])
     args = parser.parse_args()
     os.environ["ZOO_BENCH_PRECISION"] = args.precision  # read by set_keras_policy
-    signatures = step_products(args.work)
+    traced, images = traced_step(args.work)
+    signatures = graph_products(traced, images)
+    traffic = graph_traffic(traced, images)
     products, operands = rebuilt(signatures)
     step, batch = keras_vit_step(args.work, "zoo")
     for _ in range(3):
@@ -99,12 +115,16 @@ def main() -> None:
                       "fraction_of_peak": round(product_flops(signature) / seconds / 1e9
                                                 / peak, 3)})
     counted = flops_per_unit(args.work) * batch  # the bench's count, from the shapes
+    moved, rate = sum(traffic.values()), copy_rate()
     print(f"{args.work}, {args.precision}, batch {batch}: {len(signatures)} products, "
           f"{flops / 1e9:.2f} GFLOP a step (the bench counts {counted / 1e9:.2f}); peak "
           f"{peak:.0f} GFLOP/s")
     print(f"step      {step_seconds * 1e3:8.1f} ms  {fraction(step_seconds):6.1%} of the peak")
     print(f"products  {product_seconds * 1e3:8.1f} ms  {fraction(product_seconds):6.1%} of the "
           f"peak ({product_seconds / step_seconds:.0%} of the step)")
+    print(f"the rest {(step_seconds - product_seconds) * 1e3:8.1f} ms; its ops read and write "
+          f"{moved / 1e9:.2f} GB, at least {moved / rate * 1e3:.1f} ms at {rate / 1e9:.1f} GB/s "
+          f"(a large addition's rate)")
     for row in alone:
         print(f"  {row['count']:3d} x {row['type']:20s} {row['dtype']:8s} "
               f"{str(row['shapes']):44s} {row['milliseconds']:7.3f} ms "
@@ -119,7 +139,11 @@ def main() -> None:
         "step_fraction_of_peak": round(fraction(step_seconds), 3),
         "products_fraction_of_peak": round(fraction(product_seconds), 3),
         "products_share_of_step": round(product_seconds / step_seconds, 3),
-        "distinct_products": alone}, variant=f"{args.work}-{args.precision}",
+        "distinct_products": alone,
+        "other_ops_bytes": {kind: size for kind, size in sorted(
+            traffic.items(), key=lambda item: -item[1])},
+        "other_ops_gb": round(moved / 1e9, 3), "copy_rate_gb_per_s": round(rate / 1e9, 2),
+        "other_ops_floor_ms": round(moved / rate * 1e3, 1)}, variant=f"{args.work}-{args.precision}",
         output=args.output)
 
 

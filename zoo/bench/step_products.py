@@ -5,7 +5,7 @@ the fraction of the host's peak the step itself can reach: `graph_products` list
 products of a `tf.function`'s graph (with their operand shapes, dtypes and transposes),
 `product_flops` counts each from its shapes (the count `zoo.bench.flops` makes from a
 model's shapes, made here from what TensorFlow traced), and `rebuilt` runs them again on
-random operands. This module imports TensorFlow only inside the functions that need it.
+random operands; `graph_traffic` counts the bytes the step's other ops read and write. This module imports TensorFlow only inside the functions that need it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from typing import Any
 
 PRODUCTS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D",
             "Conv2DBackpropFilter")
+# Ops that move no data of their own: views of a tensor, variables' reads, shapes, constants.
+VIEWS = ("Reshape", "Identity", "IdentityN", "ReadVariableOp", "Const", "Shape", "NoOp",
+         "ExpandDims", "Squeeze", "StopGradient", "Placeholder")
 
 
 def product_signature(op: Any) -> tuple:
@@ -107,15 +110,38 @@ def rebuilt(signatures: list[tuple]) -> tuple[Any, list[Any]]:
     return products, operands
 
 
-def graph_products(function: Any, *args: Any) -> list[tuple]:
-    """The signatures (`product_signature`) of the matrix products in the graph that the
-    `tf.function` `function` traces for `args` and that its outputs need, in graph order."""
+def needed_ops(function: Any, *args: Any) -> list[Any]:
+    """The ops of the graph that the `tf.function` `function` traces for `args` that its
+    outputs need (TensorFlow runs nothing else), in graph order."""
     concrete = function.get_concrete_function(*args)
     needed, todo = set(), [t.op for t in concrete.outputs]
-    while todo:  # what the outputs need: TensorFlow runs nothing else
+    while todo:
         op = todo.pop()
         if op.name not in needed:
             needed.add(op.name)
             todo.extend([t.op for t in op.inputs] + list(op.control_inputs))
-    return [product_signature(op) for op in concrete.graph.get_operations()
-            if op.type in PRODUCTS and op.name in needed]
+    return [op for op in concrete.graph.get_operations() if op.name in needed]
+
+
+def graph_products(function: Any, *args: Any) -> list[tuple]:
+    """The signatures (`product_signature`) of the matrix products in the graph that the
+    `tf.function` `function` traces for `args` and that its outputs need, in graph order."""
+    return [product_signature(op) for op in needed_ops(function, *args) if op.type in PRODUCTS]
+
+
+def graph_traffic(function: Any, *args: Any) -> dict[str, int]:
+    """`{op type: bytes}` that the ops outside the matrix products of `function`'s traced
+    graph (those its outputs need) read and write: each op's inputs and outputs of known
+    shape, once each; views and bookkeeping (`VIEWS`) move nothing. A floor on the memory
+    traffic of the step's other work, which no kernel can do with less (a fused one can)."""
+    import math
+
+    traffic: dict[str, int] = {}
+    for op in needed_ops(function, *args):
+        if op.type in PRODUCTS or op.type in VIEWS:
+            continue
+        tensors = [t for t in list(op.inputs) + list(op.outputs)
+                   if t.dtype.name != "resource" and t.shape.is_fully_defined()]
+        moved = sum(math.prod(t.shape) * t.dtype.size for t in tensors)
+        traffic[op.type] = traffic.get(op.type, 0) + moved
+    return traffic

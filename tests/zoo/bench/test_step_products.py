@@ -121,3 +121,25 @@ def test_the_rebuilt_products_trace_to_the_same_signatures():
     function, operands = rebuilt(signatures)
     assert graph_products(function, *operands) == signatures
     assert len(function(*operands)) == 3
+
+
+@tensorflow_only
+def test_the_other_ops_traffic_counts_each_ops_inputs_and_outputs_and_no_views():
+    import tensorflow as tf
+
+    from zoo.bench.step_products import graph_traffic
+
+    @tf.function(autograph=False)
+    def step(x, w):
+        tf.exp(x)  # nothing the outputs need: TensorFlow never runs it
+        y = tf.matmul(x, w)  # a product: counted by graph_products, not here
+        scaled = tf.cast(tf.nn.relu(y), tf.bfloat16) * tf.constant(2.0, tf.bfloat16)
+        return tf.reshape(scaled, [-1]), tf.reduce_sum(y)
+
+    traffic = graph_traffic(step, tf.ones((8, 4)), tf.ones((4, 6)))
+    out = 8 * 6  # the product's elements
+    assert traffic["Relu"] == 2 * out * 4                 # float32 in and out
+    assert traffic["Cast"] == out * 4 + out * 2           # float32 in, bfloat16 out
+    assert traffic["Mul"] == out * 2 + 2 + out * 2        # a bfloat16 scalar operand
+    assert traffic["Sum"] == out * 4 + 2 * 4 + 4          # the axes (int32) and the sum
+    assert "MatMul" not in traffic and "Reshape" not in traffic and "Exp" not in traffic
