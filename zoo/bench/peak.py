@@ -11,9 +11,8 @@ and `fraction_of_peak` to every result that has a count, against the peak of its
 in its own precision (a bfloat16 work: the faster of bfloat16 and float32; CTranslate2, whose products the bench cannot call alone, against the
 best backend's), and `format_fractions` prints them.
 
-A product the host computes slowly (bfloat16 where the CPU lacks AVX-512 BF16 and AMX:
-PyTorch's ran at about 1 GFLOP/s on an AVX2 host, where one 4096^3 product takes minutes) is
-measured smaller: `peak_size` times one 1024^3 product and halves the side until a call fits
+A product the host computes slowly (PyTorch's bfloat16 where the CPU lacks AVX-512 BF16
+and AMX: docs/benchmarks.md, "A CPU without native bfloat16") is measured smaller: `peak_size` times one 1024^3 product and halves the side until a call fits
 in the job's seconds; the result's `detail` names the size.
 
 This module imports nothing heavy; `measure_peak` imports its backend when it runs.
