@@ -12,7 +12,8 @@ shapes, dtypes and transposes, and rebuilds them as one `tf.function` of the sam
 on random operands. It times that function against the step itself (Keras'
 `train_on_batch` / `predict_on_batch`, `zoo.bench.workers.keras_vit_step`) in alternating
 rounds (`zoo.bench.steps.interleaved`), then each distinct product alone, and measures the
-host's peak in the step's precision (`zoo.bench.peak.measure_peak`). It prints, and writes
+host's peak in the step's precision (`zoo.bench.peak.measure_peak`; a bfloat16 step's is the
+faster of bfloat16's and float32's, as in `zoo bench`). It prints, and writes
 to benchmarks/results/product_bound-WORK-PRECISION-HOST-DATE.json:
 
 - the step's time, its products' time alone, and the products' share of the step;
@@ -98,7 +99,10 @@ def main() -> None:
                         args.rounds, calls=3)
     step_seconds, product_seconds = (statistics.median(times[name])
                                      for name in ("step", "products"))
-    peak = {r["variant"]: r["rate"] for r in measure_peak("tensorflow", 3.0)}[args.precision]
+    peaks = {r["variant"]: r["rate"] for r in measure_peak("tensorflow", 3.0)}
+    # As `zoo bench` does (`zoo.bench.peak.with_fractions`): a bfloat16 step against the faster
+    # of the two peaks, which on a CPU without native bfloat16 is float32's.
+    peak = max(peaks[args.precision], peaks["float32"])
     flops = sum(product_flops(s) for s in signatures)
 
     def fraction(seconds: float) -> float:
