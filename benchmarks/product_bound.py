@@ -147,8 +147,8 @@ def main() -> None:
         "other_ops_bytes": {kind: size for kind, size in sorted(
             traffic.items(), key=lambda item: -item[1])},
         "other_ops_gb": round(moved / 1e9, 3), "copy_rate_gb_per_s": round(rate / 1e9, 2),
-        "other_ops_floor_ms": round(moved / rate * 1e3, 1)}, variant=f"{args.work}-{args.precision}",
-        output=args.output)
+        "other_ops_floor_ms": round(moved / rate * 1e3, 1)},
+        variant=f"{args.work}-{args.precision}", output=args.output)
 
 
 if __name__ == "__main__":

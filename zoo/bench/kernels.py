@@ -15,9 +15,9 @@ mixed_bfloat16 step's dense products and patch convolution on AMX (`brg_matmul:
 avx10_1_512_amx`), the rest as bfloat16 `x64:gemm:jit` inner products, and the attention
 logits in float32 (by design); XLA's CPU backend converts every bfloat16 `dot` to float32
 and back, so on JAX bfloat16 computes nothing faster on a CPU (no XLA flag tried changed
-that: `xla_cpu_use_onednn`, the oneDNN, XNNPACK and YNNPACK fusion types). `onednn_products` and `hlo_dots`
-(`zoo.training.cpu_features`, where `zoo.training.precision` reads XLA's choice too) read those
-texts (tests/zoo/bench/test_kernels.py).
+that: `xla_cpu_use_onednn`, the oneDNN, XNNPACK and YNNPACK fusion types). `onednn_products`
+and `hlo_dots` (`zoo.training.cpu_features`, where `zoo.training.precision` reads XLA's choice
+too) read those texts (tests/zoo/bench/test_kernels.py).
 """
 
 from __future__ import annotations

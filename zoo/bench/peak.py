@@ -8,12 +8,14 @@ does more useful arithmetic per second on a host than one large product, so its 
 limit that a work's achieved FLOP/s (`zoo.bench.works.flops_per_unit` times its rate) is
 measured against: `with_fractions` adds `flops_per_unit`, `achieved_gflops`, `peak_gflops`
 and `fraction_of_peak` to every result that has a count, against the peak of its own backend
-in its own precision (a bfloat16 work: the faster of bfloat16 and float32; CTranslate2, whose products the bench cannot call alone, against the
-best backend's), and `format_fractions` prints them.
+in its own precision (a bfloat16 work's: the faster of bfloat16 and float32; CTranslate2,
+whose products the bench cannot call alone, against the best backend's), and
+`format_fractions` prints them.
 
-A product the host computes slowly (PyTorch's bfloat16 where the CPU lacks AVX-512 BF16
-and AMX: docs/benchmarks.md, "A CPU without native bfloat16") is measured smaller: `peak_size` times one 1024^3 product and halves the side until a call fits
-in the job's seconds; the result's `detail` names the size.
+A product the host computes slowly (PyTorch's bfloat16 where the CPU lacks AVX-512 BF16 and
+AMX: docs/benchmarks.md, "A CPU without native bfloat16") is measured smaller: `peak_size`
+times one 1024^3 product and halves the side until a call fits in the job's seconds; the
+result's `detail` names the size.
 
 This module imports nothing heavy; `measure_peak` imports its backend when it runs.
 """
@@ -81,8 +83,8 @@ def _matmul_step(backend: str, precision: str, dry_run: bool, side: int | None =
 
 def peak_size(call_seconds: float, full: int, seconds: float) -> int:
     """The side of the product to measure the peak with: `full`, halved (down to `SMALLEST`)
-    while a call would take longer than `seconds`, from `call_seconds`, one `SMALLEST`-side
-    call's time (a call's work grows as the cube of its side)."""
+    while a call would take longer than `seconds` (at least one second), from `call_seconds`,
+    one `SMALLEST`-side call's time (a call's work grows as the cube of its side)."""
     size = full
     while size > SMALLEST and call_seconds * (size / SMALLEST) ** 3 > max(seconds, 1.0):
         size //= 2

@@ -5,7 +5,8 @@ the fraction of the host's peak the step itself can reach: `graph_products` list
 products of a `tf.function`'s graph (with their operand shapes, dtypes and transposes),
 `product_flops` counts each from its shapes (the count `zoo.bench.flops` makes from a
 model's shapes, made here from what TensorFlow traced), and `rebuilt` runs them again on
-random operands; `graph_traffic` counts the bytes the step's other ops read and write. This module imports TensorFlow only inside the functions that need it.
+random operands; `graph_traffic` counts the bytes the step's other ops read and write.
+This module imports TensorFlow only inside the functions that need it.
 """
 
 from __future__ import annotations
