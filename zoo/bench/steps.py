@@ -97,7 +97,7 @@ def measure(step: Callable[[], Any], items: int, seconds: float, warmup: int = 2
             min_calls: int = 3) -> float:
     """Items per second over calls of `step` (each must finish its work before returning),
     after `warmup` untimed calls, for at least `seconds` and `min_calls` calls; one timed
-    call where the last warm-up call alone took longer than `seconds` (a step the host runs
+    call where `seconds` is set and the last warm-up call alone took longer (a step the host runs
     slowly, as PyTorch's bfloat16 on a CPU without AVX-512 BF16: its figure in minutes, not
     hours, and within the job's time limit)."""
     if DRY_RUN:
@@ -105,7 +105,7 @@ def measure(step: Callable[[], Any], items: int, seconds: float, warmup: int = 2
     for number in range(warmup):
         started = time.perf_counter()
         step()
-        if number == warmup - 1 and time.perf_counter() - started > seconds:
+        if 0 < seconds < time.perf_counter() - started and number == warmup - 1:
             min_calls = 1
     calls, started = 0, time.perf_counter()
     while calls < min_calls or time.perf_counter() - started < seconds:

@@ -39,6 +39,18 @@ def test_measure_times_one_call_of_a_step_slower_than_its_seconds(clock, duratio
     assert len(made) == calls
 
 
+def test_measure_without_seconds_makes_its_calls_however_slow(clock):
+    # benchmarks/train_step_speed.py times a count of steps: `seconds` 0, `min_calls` N.
+    made = []
+
+    def step():
+        clock.now += 20.0
+        made.append(clock.now)
+
+    assert steps.measure(step, 1, 0.0, warmup=2, min_calls=4) == pytest.approx(1 / 20.0)
+    assert len(made) == 6
+
+
 def test_interleaved_reverses_the_order_every_other_round(clock):
     order = []
 
