@@ -13,8 +13,8 @@ on random operands. It times that function against the step itself (Keras'
 `train_on_batch` / `predict_on_batch`, `zoo.bench.workers.keras_vit_step`) in alternating
 rounds (`zoo.bench.steps.interleaved`), then each distinct product alone, and measures the
 host's peak in the step's precision (`zoo.bench.peak.measure_peak`; a bfloat16 step's is the
-faster of bfloat16's and float32's, as in `zoo bench`). It prints, and writes
-to benchmarks/results/product_bound-WORK-PRECISION-HOST-DATE.json:
+faster of bfloat16's and float32's, `zoo.bench.peak.limit`, as in `zoo bench`). It prints,
+and writes to benchmarks/results/product_bound-WORK-PRECISION-HOST-DATE.json:
 
 - the step's time, its products' time alone, and the products' share of the step;
 - the FLOP/s each reaches, as a fraction of the peak: the products' fraction bounds the
@@ -42,7 +42,7 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 from zoo.runtime import use_onednn  # noqa: E402
 
 use_onednn()  # before TensorFlow loads
-from zoo.bench.peak import measure_peak  # noqa: E402
+from zoo.bench.peak import limit, measure_peak  # noqa: E402
 from zoo.bench.report import write_benchmark  # noqa: E402
 from zoo.bench.step_products import (graph_products, graph_traffic, product_flops,  # noqa: E402
                                      rebuilt)
@@ -99,10 +99,8 @@ def main() -> None:
                         args.rounds, calls=3)
     step_seconds, product_seconds = (statistics.median(times[name])
                                      for name in ("step", "products"))
-    peaks = {r["variant"]: r["rate"] for r in measure_peak("tensorflow", 3.0)}
-    # As `zoo bench` does (`zoo.bench.peak.with_fractions`): a bfloat16 step against the faster
-    # of the two peaks, which on a CPU without native bfloat16 is float32's.
-    peak = max(peaks[args.precision], peaks["float32"])
+    measured = {("tensorflow", r["variant"]): r["rate"] for r in measure_peak("tensorflow", 3.0)}
+    peak, _ = limit(measured, "tensorflow", args.precision)
     flops = sum(product_flops(s) for s in signatures)
 
     def fraction(seconds: float) -> float:

@@ -131,6 +131,17 @@ def peaks(results: Sequence[dict]) -> dict[tuple[str, str], float]:
     return found
 
 
+def limit(measured: dict[tuple[str, str], float], backend: str, precision: str
+          ) -> tuple[float, str] | None:
+    """`(GFLOP/s, precision)`: the peak a work of `precision` on `backend` is measured against,
+    from `measured` (`peaks`); None where neither was measured. A bfloat16 work's is the faster
+    of bfloat16's and float32's: a CPU without native bfloat16 computes its products slower
+    than float32's, and the work could always run in float32."""
+    tried = (precision, "float32") if precision == "bfloat16" else (precision,)
+    options = [(measured[backend, p], p) for p in tried if measured.get((backend, p))]
+    return max(options) if options else None
+
+
 def with_fractions(results: Sequence[dict], dry_run: bool = False) -> list[dict]:
     """Copies of `results`, each with a FLOP count (`zoo.bench.works.flops_per_unit`) given
     `flops_per_unit` and, where it has a rate, `achieved_gflops`; and where the peak of its
@@ -147,14 +158,10 @@ def with_fractions(results: Sequence[dict], dry_run: bool = False) -> list[dict]
             result["flops_per_unit"] = count
         if count is not None and result.get("rate") is not None:
             result["achieved_gflops"] = result["rate"] * count / 1e9
-            precision = peak_precision(result)
-            # A CPU without native bfloat16 computes its products slower than float32's, and a
-            # bfloat16 work could always run in float32: its limit is the faster of the two.
-            tried = (precision, "float32") if precision == "bfloat16" else (precision,)
             for backend in (result["backend"], "best"):
-                options = [(measured[backend, p], p) for p in tried if measured.get((backend, p))]
-                if options:
-                    peak, of = max(options)
+                found = limit(measured, backend, peak_precision(result))
+                if found:
+                    peak, of = found
                     result.update(peak_gflops=peak, peak_of=f"{backend} {of}",
                                   fraction_of_peak=result["achieved_gflops"] / peak)
                     break
